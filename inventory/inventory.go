@@ -1,0 +1,298 @@
+// Package inventory loads the host inventory: which hosts exist, how to reach
+// them and which credentials (by reference) to use. A host is identified by
+// (bk_cloud_id, ip), the GSE identity.
+package inventory
+
+import (
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"github.com/knadh/koanf/parsers/yaml"
+	"github.com/knadh/koanf/providers/file"
+	"github.com/knadh/koanf/v2"
+
+	"github.com/drover-sh/drover/proc"
+)
+
+// Transport names how drover reaches a host.
+const (
+	TransportSSH   = "ssh"
+	TransportWinRM = "winrm"
+)
+
+// Host is one inventory entry after defaults are applied.
+type Host struct {
+	IP         string            `koanf:"ip" json:"ip"`
+	CloudID    int               `koanf:"bk_cloud_id" json:"bk_cloud_id"`
+	SupplierID int               `koanf:"bk_supplier_id" json:"bk_supplier_id"`
+	Address    string            `koanf:"address" json:"address,omitempty"`
+	Port       int               `koanf:"port" json:"port,omitempty"`
+	User       string            `koanf:"user" json:"user,omitempty"`
+	// IdentityFile is a path to a private key; the key itself never enters drover's inputs.
+	IdentityFile string `koanf:"identity_file" json:"identity_file,omitempty"`
+	// PasswordEnv names an environment variable holding the password.
+	PasswordEnv string            `koanf:"password_env" json:"password_env,omitempty"`
+	Groups      []string          `koanf:"groups" json:"groups,omitempty"`
+	Labels      map[string]string `koanf:"labels" json:"labels,omitempty"`
+	Transport   string            `koanf:"transport" json:"transport,omitempty"`
+	// Bastion is filled from the host's cloud area, not set per host.
+	Bastion *Bastion `koanf:"-" json:"bastion,omitempty"`
+}
+
+// ID is the host's identity.
+func (h Host) ID() proc.HostID { return proc.HostID{CloudID: h.CloudID, IP: h.IP} }
+
+// DialAddress is host:port to connect to.
+func (h Host) DialAddress() string {
+	addr := h.Address
+	if addr == "" {
+		addr = h.IP
+	}
+	return net.JoinHostPort(addr, strconv.Itoa(h.Port))
+}
+
+// Bastion is the jump host for a cloud area.
+type Bastion struct {
+	User         string `json:"user"`
+	Address      string `json:"address"` // host:port
+	IdentityFile string `json:"identity_file,omitempty"`
+	PasswordEnv  string `json:"password_env,omitempty"`
+}
+
+type cloudEntry struct {
+	Bastion      string `koanf:"bastion"`
+	IdentityFile string `koanf:"identity_file"`
+	PasswordEnv  string `koanf:"password_env"`
+}
+
+type fileSchema struct {
+	KnownHosts string                `koanf:"known_hosts"`
+	Defaults   Host                  `koanf:"defaults"`
+	Clouds     map[string]cloudEntry `koanf:"clouds"`
+	Hosts      []Host                `koanf:"hosts"`
+}
+
+// Inventory is the loaded, validated host list.
+type Inventory struct {
+	// KnownHosts is the known_hosts file every SSH host key is checked against.
+	KnownHosts string
+	hosts      map[proc.HostID]Host
+	order      []proc.HostID
+}
+
+// Load reads and validates an inventory file. Relative paths inside it are
+// resolved against the file's directory.
+func Load(path string) (*Inventory, error) {
+	k := koanf.New(".")
+	if err := k.Load(file.Provider(path), yaml.Parser()); err != nil {
+		return nil, fmt.Errorf("inventory %s: %w", path, err)
+	}
+	var fs fileSchema
+	if err := k.UnmarshalWithConf("", &fs, koanf.UnmarshalConf{Tag: "koanf"}); err != nil {
+		return nil, fmt.Errorf("inventory %s: %w", path, err)
+	}
+	return build(fs, filepath.Dir(path))
+}
+
+// New builds an inventory from hosts in code, applying the same defaults and
+// validation as a file.
+func New(knownHosts string, defaults Host, clouds map[int]Bastion, hosts []Host) (*Inventory, error) {
+	fs := fileSchema{KnownHosts: knownHosts, Defaults: defaults, Hosts: hosts, Clouds: map[string]cloudEntry{}}
+	for id, b := range clouds {
+		fs.Clouds[strconv.Itoa(id)] = cloudEntry{Bastion: b.User + "@" + b.Address, IdentityFile: b.IdentityFile, PasswordEnv: b.PasswordEnv}
+	}
+	return build(fs, ".")
+}
+
+func build(fs fileSchema, dir string) (*Inventory, error) {
+	abs := func(p string) string {
+		if p == "" || filepath.IsAbs(p) || strings.HasPrefix(p, "~") {
+			return p
+		}
+		return filepath.Join(dir, p)
+	}
+	inv := &Inventory{KnownHosts: abs(fs.KnownHosts), hosts: map[proc.HostID]Host{}}
+	bastions := map[int]*Bastion{}
+	for id, c := range fs.Clouds {
+		cloud, err := strconv.Atoi(id)
+		if err != nil {
+			return nil, fmt.Errorf("clouds.%s: bk_cloud_id must be an integer", id)
+		}
+		b, err := parseBastion(c.Bastion)
+		if err != nil {
+			return nil, fmt.Errorf("clouds.%s.bastion: %w", id, err)
+		}
+		b.IdentityFile, b.PasswordEnv = abs(c.IdentityFile), c.PasswordEnv
+		bastions[cloud] = b
+	}
+	for i, h := range fs.Hosts {
+		h = withDefaults(h, fs.Defaults)
+		h.IdentityFile = abs(h.IdentityFile)
+		if err := validate(h); err != nil {
+			return nil, fmt.Errorf("hosts[%d]: %w", i, err)
+		}
+		if b, ok := bastions[h.CloudID]; ok {
+			bc := *b
+			if bc.IdentityFile == "" {
+				bc.IdentityFile = h.IdentityFile
+			}
+			h.Bastion = &bc
+		}
+		if _, dup := inv.hosts[h.ID()]; dup {
+			return nil, fmt.Errorf("hosts[%d]: duplicate host bk_cloud_id=%d ip=%s", i, h.CloudID, h.IP)
+		}
+		inv.hosts[h.ID()] = h
+		inv.order = append(inv.order, h.ID())
+	}
+	return inv, nil
+}
+
+func withDefaults(h, d Host) Host {
+	if h.Port == 0 {
+		h.Port = d.Port
+	}
+	if h.User == "" {
+		h.User = d.User
+	}
+	if h.IdentityFile == "" {
+		h.IdentityFile = d.IdentityFile
+	}
+	if h.PasswordEnv == "" {
+		h.PasswordEnv = d.PasswordEnv
+	}
+	if h.Transport == "" {
+		h.Transport = d.Transport
+	}
+	if h.Transport == "" {
+		h.Transport = TransportSSH
+	}
+	if h.Port == 0 {
+		h.Port = 22
+		if h.Transport == TransportWinRM {
+			h.Port = 5985
+		}
+	}
+	if h.User == "" {
+		h.User = "root"
+	}
+	if len(h.Groups) == 0 {
+		h.Groups = d.Groups
+	}
+	if len(d.Labels) > 0 {
+		merged := map[string]string{}
+		for k, v := range d.Labels {
+			merged[k] = v
+		}
+		for k, v := range h.Labels {
+			merged[k] = v
+		}
+		h.Labels = merged
+	}
+	return h
+}
+
+func validate(h Host) error {
+	if net.ParseIP(h.IP) == nil {
+		return fmt.Errorf("ip %q: must be an IPv4 or IPv6 address", h.IP)
+	}
+	if h.CloudID < 0 {
+		return fmt.Errorf("bk_cloud_id %d: must be >= 0", h.CloudID)
+	}
+	if h.Port < 1 || h.Port > 65535 {
+		return fmt.Errorf("port %d: must be 1..65535", h.Port)
+	}
+	if h.Transport != TransportSSH && h.Transport != TransportWinRM {
+		return fmt.Errorf("transport %q: must be %q or %q", h.Transport, TransportSSH, TransportWinRM)
+	}
+	return nil
+}
+
+func parseBastion(s string) (*Bastion, error) {
+	user, hostport, ok := strings.Cut(s, "@")
+	if !ok || user == "" {
+		return nil, fmt.Errorf("%q: want user@host:port", s)
+	}
+	if _, _, err := net.SplitHostPort(hostport); err != nil {
+		hostport = net.JoinHostPort(hostport, "22")
+	}
+	return &Bastion{User: user, Address: hostport}, nil
+}
+
+// Lookup finds a host by identity.
+func (inv *Inventory) Lookup(id proc.HostID) (Host, bool) {
+	h, ok := inv.hosts[id]
+	return h, ok
+}
+
+// Hosts returns every host in file order.
+func (inv *Inventory) Hosts() []Host {
+	out := make([]Host, 0, len(inv.order))
+	for _, id := range inv.order {
+		out = append(out, inv.hosts[id])
+	}
+	return out
+}
+
+// Select resolves an operator's host selector, like Ansible's --limit:
+// comma-separated terms, each `all`, `group:NAME`, `label:KEY=VALUE`, an ip,
+// or `CLOUD:IP`. Hosts come back in inventory order, each once.
+func (inv *Inventory) Select(selector string) ([]Host, error) {
+	want := map[proc.HostID]bool{}
+	for _, term := range strings.Split(selector, ",") {
+		term = strings.TrimSpace(term)
+		if term == "" {
+			continue
+		}
+		matched := 0
+		for _, h := range inv.Hosts() {
+			if matchTerm(h, term) {
+				want[h.ID()] = true
+				matched++
+			}
+		}
+		if matched == 0 {
+			return nil, fmt.Errorf("hosts %q: term %q matches no inventory host", selector, term)
+		}
+	}
+	var out []Host
+	for _, h := range inv.Hosts() {
+		if want[h.ID()] {
+			out = append(out, h)
+		}
+	}
+	return out, nil
+}
+
+func matchTerm(h Host, term string) bool {
+	switch {
+	case term == "all":
+		return true
+	case strings.HasPrefix(term, "group:"):
+		g := strings.TrimPrefix(term, "group:")
+		for _, hg := range h.Groups {
+			if hg == g {
+				return true
+			}
+		}
+		return false
+	case strings.HasPrefix(term, "label:"):
+		k, v, _ := strings.Cut(strings.TrimPrefix(term, "label:"), "=")
+		return h.Labels[k] == v
+	}
+	if cloud, ip, ok := strings.Cut(term, ":"); ok && net.ParseIP(term) == nil {
+		return strconv.Itoa(h.CloudID) == cloud && h.IP == ip
+	}
+	return h.IP == term
+}
+
+// PasswordFrom resolves a password reference at the moment of use.
+func PasswordFrom(envName string) (string, bool) {
+	if envName == "" {
+		return "", false
+	}
+	return os.LookupEnv(envName)
+}

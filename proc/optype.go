@@ -1,0 +1,42 @@
+package proc
+
+import "fmt"
+
+// OpType is the GSE op_type of operate_process and operate_proc.
+type OpType int
+
+const (
+	OpStart      OpType = 0
+	OpStop       OpType = 1
+	OpStatus     OpType = 2
+	OpRegister   OpType = 3 // mark as managed (托管)
+	OpUnregister OpType = 4 // stop managing
+	OpRestart    OpType = 7
+	OpReload     OpType = 8
+	OpKill       OpType = 9
+)
+
+var opNames = map[OpType]string{
+	OpStart: "start", OpStop: "stop", OpStatus: "status", OpRegister: "register",
+	OpUnregister: "unregister", OpRestart: "restart", OpReload: "reload", OpKill: "kill",
+}
+
+// Valid reports whether the op_type is one GSE documents.
+func (o OpType) Valid() bool { _, ok := opNames[o]; return ok }
+
+func (o OpType) String() string {
+	if n, ok := opNames[o]; ok {
+		return n
+	}
+	return fmt.Sprintf("op_type(%d)", int(o))
+}
+
+// ParseOpName maps a verb such as "restart" back to its op_type.
+func ParseOpName(name string) (OpType, bool) {
+	for op, n := range opNames {
+		if n == name {
+			return op, true
+		}
+	}
+	return 0, false
+}

@@ -1,0 +1,86 @@
+// Package transport runs shell scripts on hosts. Everything above it speaks
+// to a Runner and never learns which protocol a host uses.
+package transport
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/drover-sh/drover/inventory"
+)
+
+// Command is one script to run on a host.
+type Command struct {
+	// Script is POSIX sh source, run as `sh -c` (never a login shell).
+	Script string
+	// Account is the OS account to run as; empty or equal to the login user
+	// means no sudo.
+	Account string
+	// Timeout bounds the whole command, including connecting. Zero means the
+	// caller's context alone bounds it.
+	Timeout time.Duration
+}
+
+// Result is what a finished command produced. A non-zero ExitCode is not an
+// error: the caller decides what it means.
+type Result struct {
+	Stdout   []byte
+	Stderr   []byte
+	ExitCode int
+}
+
+// Runner runs commands on inventory hosts.
+type Runner interface {
+	Run(ctx context.Context, host inventory.Host, cmd Command) (Result, error)
+}
+
+// Kind classifies transport failures so callers map them to result codes.
+type Kind int
+
+const (
+	KindUnreachable Kind = iota + 1 // dial, handshake or connection lost
+	KindAuth                        // credentials refused or unavailable
+	KindHostKey                     // host key unknown or changed
+	KindSudo                        // sudo to the account refused
+	KindTimeout                     // the command ran past its timeout
+	KindUnsupported                 // the host's transport cannot run this
+)
+
+func (k Kind) String() string {
+	switch k {
+	case KindUnreachable:
+		return "unreachable"
+	case KindAuth:
+		return "auth"
+	case KindHostKey:
+		return "hostkey"
+	case KindSudo:
+		return "sudo"
+	case KindTimeout:
+		return "timeout"
+	case KindUnsupported:
+		return "unsupported"
+	}
+	return "unknown"
+}
+
+// Error is a classified transport failure.
+type Error struct {
+	Kind Kind
+	Host string // dial address, for messages
+	Err  error
+}
+
+func (e *Error) Error() string { return fmt.Sprintf("%s: %s: %v", e.Host, e.Kind, e.Err) }
+func (e *Error) Unwrap() error { return e.Err }
+
+// KindOf returns the Kind of a transport error, or 0 when err is not one.
+func KindOf(err error) Kind {
+	var te *Error
+	if errors.As(err, &te) {
+		return te.Kind
+	}
+	return 0
+}
