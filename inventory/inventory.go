@@ -26,12 +26,12 @@ const (
 
 // Host is one inventory entry after defaults are applied.
 type Host struct {
-	IP         string            `koanf:"ip" json:"ip"`
-	CloudID    int               `koanf:"bk_cloud_id" json:"bk_cloud_id"`
-	SupplierID int               `koanf:"bk_supplier_id" json:"bk_supplier_id"`
-	Address    string            `koanf:"address" json:"address,omitempty"`
-	Port       int               `koanf:"port" json:"port,omitempty"`
-	User       string            `koanf:"user" json:"user,omitempty"`
+	IP         string `koanf:"ip" json:"ip"`
+	CloudID    int    `koanf:"bk_cloud_id" json:"bk_cloud_id"`
+	SupplierID int    `koanf:"bk_supplier_id" json:"bk_supplier_id"`
+	Address    string `koanf:"address" json:"address,omitempty"`
+	Port       int    `koanf:"port" json:"port,omitempty"`
+	User       string `koanf:"user" json:"user,omitempty"`
 	// IdentityFile is a path to a private key; the key itself never enters drover's inputs.
 	IdentityFile string `koanf:"identity_file" json:"identity_file,omitempty"`
 	// PasswordEnv names an environment variable holding the password.

@@ -16,14 +16,14 @@ const (
 	CodeAlreadyExists  Code = 850   // register refused: already registered
 	CodeCommandFailed  Code = 65535 // a control command failed
 
-	CodeAuthFailed     Code = 9101 // SSH/WinRM authentication refused
-	CodeHostKey        Code = 9102 // host key unknown or changed
-	CodeSudoRefused    Code = 9103 // sudo to the account refused
-	CodeUnknownHost    Code = 9104 // host is not in the inventory
-	CodeTimeout        Code = 9105 // connected, but the op exceeded op_timeout
-	CodeNotRegistered  Code = 9106 // process has no registered spec on the host
-	CodeBadSpec        Code = 9107 // the spec cannot be run on this host
-	CodeInternal       Code = 9199 // drover itself failed; see error_msg
+	CodeAuthFailed    Code = 9101 // SSH/WinRM authentication refused
+	CodeHostKey       Code = 9102 // host key unknown or changed
+	CodeSudoRefused   Code = 9103 // sudo to the account refused
+	CodeUnknownHost   Code = 9104 // host is not in the inventory
+	CodeTimeout       Code = 9105 // connected, but the op exceeded op_timeout
+	CodeNotRegistered Code = 9106 // process has no registered spec on the host
+	CodeBadSpec       Code = 9107 // the spec cannot be run on this host
+	CodeInternal      Code = 9199 // drover itself failed; see error_msg
 )
 
 // Message is the default error_msg for a code when nothing more specific is known.

@@ -71,3 +71,13 @@ func ParseResultKey(key string) (Target, ProcessID, error) {
 	p.Namespace, p.Name = parts[2], parts[3]
 	return t, p, nil
 }
+
+// Item is one (host, process) an op applies to.
+type Item struct {
+	Target  Target    `json:"target"`
+	Process ProcessID `json:"process"`
+	Spec    Spec      `json:"spec"`
+}
+
+// Key is the item's documented result key.
+func (it Item) Key() string { return ResultKey(it.Target, it.Process) }

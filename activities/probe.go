@@ -1,0 +1,204 @@
+package activities
+
+import (
+	"bufio"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/drover-sh/drover/proc"
+	"github.com/drover-sh/drover/transport"
+)
+
+// probeHeader is the POSIX sh that reports the host itself. It reads /proc
+// directly: one exec, no ps, no login shell.
+const probeHeader = `LC_ALL=C; export LC_ALL
+hz=$(getconf CLK_TCK 2>/dev/null || echo 100)
+ncpu=$(getconf _NPROCESSORS_ONLN 2>/dev/null || echo 1)
+pg=$(getconf PAGESIZE 2>/dev/null || echo 4096)
+mem=$(awk '/^MemTotal:/{printf "%.0f", $2*1024; exit}' /proc/meminfo 2>/dev/null)
+bt=$(awk '/^btime/{print $2; exit}' /proc/stat 2>/dev/null)
+printf 'H\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$ncpu" "$hz" "${mem:-0}" "${bt:-0}" "$(date +%s)" "$(date +%Z%z)" "$pg"
+ticks() { awk '/^cpu /{s=0; for(i=2;i<=NF;i++) s+=$i; printf "%.0f", s; exit}' /proc/stat; }
+statof() { s=$(cat "/proc/$1/stat" 2>/dev/null) || return 1; printf '%s' "${s##*) }"; }
+`
+
+// probeBody samples every pid file named by the positional parameters. With
+// a sampling window it samples the host's and each process's CPU ticks
+// twice, so cpu% is a current rate, not a lifetime average.
+const probeBody = `t1=$(ticks); i=0
+for f in "$@"; do
+  found=0; pid=""; st=""; exe=""; cl=""
+  if [ -e "$f" ]; then found=1; pid=$(head -c 64 "$f" 2>/dev/null | tr -cd '0-9' | cut -c1-9); fi
+  if [ -n "$pid" ] && st=$(statof "$pid"); then
+    exe=$(readlink "/proc/$pid/exe" 2>/dev/null | tr '\t\n' '  ')
+    cl=$(tr '\000\t\n' '\t  ' < "/proc/$pid/cmdline" 2>/dev/null | head -c 4096)
+  fi
+  printf 'P\t%d\t%s\t%s\t%s\n' "$i" "$found" "$pid" "$st"
+  printf 'X\t%d\t%s\n' "$i" "$exe"
+  printf 'C\t%d\t%s\n' "$i" "$cl"
+  i=$((i+1))
+done
+if [ "$window" != 0 ]; then
+  sleep "$window"; t2=$(ticks); i=0
+  for f in "$@"; do
+    pid=$(head -c 64 "$f" 2>/dev/null | tr -cd '0-9' | cut -c1-9)
+    if [ -n "$pid" ] && st=$(statof "$pid"); then set -- $st; printf 'Q\t%d\t%s\t%s\n' "$i" "${12}" "${13}"; fi
+    i=$((i+1))
+  done
+  printf 'T\t%s\t%s\n' "$t1" "$t2"
+fi
+`
+
+// ProbeScript builds the one-exec probe for the given pid files. window is
+// the CPU sampling interval; zero takes one sample.
+func ProbeScript(pidPaths []string, window time.Duration) string {
+	var b strings.Builder
+	b.WriteString(probeHeader)
+	if window > 0 {
+		fmt.Fprintf(&b, "window=%s\n", strconv.FormatFloat(window.Seconds(), 'f', 3, 64))
+	} else {
+		b.WriteString("window=0\n")
+	}
+	b.WriteString("set --")
+	for _, p := range pidPaths {
+		b.WriteString(" ")
+		b.WriteString(transport.ShellQuote(p))
+	}
+	b.WriteString("\n")
+	b.WriteString(probeBody)
+	return b.String()
+}
+
+// ParseProbe reads the probe's output. n is the number of pid files asked
+// for; each gets a Sample even when the output says nothing of it.
+func ParseProbe(out string, n int) (proc.HostInfo, []proc.Sample, error) {
+	var host proc.HostInfo
+	samples := make([]proc.Sample, n)
+	second := make([]bool, n)
+	var q1, q2 []uint64
+	if n > 0 {
+		q1, q2 = make([]uint64, n), make([]uint64, n)
+	}
+	var t1, t2 uint64
+	pageSize := uint64(4096)
+	sawHost := false
+	sc := bufio.NewScanner(strings.NewReader(out))
+	sc.Buffer(make([]byte, 64*1024), 1<<20)
+	for sc.Scan() {
+		f := strings.Split(sc.Text(), "\t")
+		switch f[0] {
+		case "H":
+			if len(f) < 8 {
+				return host, nil, fmt.Errorf("probe: short host line %q", sc.Text())
+			}
+			host.CPUs = atoi(f[1])
+			host.ClockTicks = atoi(f[2])
+			host.MemTotal = atou(f[3])
+			host.BootTime = int64(atou(f[4]))
+			host.Now = int64(atou(f[5]))
+			host.Timezone = f[6]
+			if ps := atou(f[7]); ps > 0 {
+				pageSize = ps
+			}
+			sawHost = true
+		case "P", "X", "C", "Q":
+			if len(f) < 2 {
+				continue
+			}
+			i := atoi(f[1])
+			if i < 0 || i >= n {
+				continue
+			}
+			s := &samples[i]
+			switch f[0] {
+			case "P":
+				if len(f) < 5 {
+					continue
+				}
+				s.PidFileFound = f[2] == "1"
+				s.Pid = atoi(f[3])
+				parseStat(s, f[4])
+			case "X":
+				if len(f) >= 3 {
+					s.Exe = f[2]
+				}
+			case "C":
+				if len(f) >= 3 {
+					argv := f[2:]
+					for len(argv) > 0 && argv[len(argv)-1] == "" {
+						argv = argv[:len(argv)-1]
+					}
+					if len(argv) > 0 {
+						s.Argv0 = argv[0]
+					}
+					if len(argv) > 1 {
+						s.Argv1 = argv[1]
+					}
+					s.Cmdline = strings.Join(argv, " ")
+				}
+			case "Q":
+				if len(f) >= 4 {
+					second[i] = true
+					q2[i] = atou(f[2]) + atou(f[3])
+					q1[i] = s.UTime + s.STime
+				}
+			}
+		case "T":
+			if len(f) >= 3 {
+				t1, t2 = atou(f[1]), atou(f[2])
+			}
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return host, nil, fmt.Errorf("probe: %w", err)
+	}
+	if !sawHost {
+		return host, nil, fmt.Errorf("probe: no host line in output")
+	}
+	for i := range samples {
+		samples[i].RSSBytes *= pageSize
+	}
+	if t2 > t1 {
+		for i := range samples {
+			if second[i] && q2[i] >= q1[i] {
+				samples[i].CPUTicksDelta = q2[i] - q1[i]
+				samples[i].HostTicksDelta = t2 - t1
+			}
+		}
+	}
+	return host, samples, nil
+}
+
+// parseStat reads /proc/PID/stat after the ") " that ends the comm field;
+// the first remaining field is stat(3), so field N of proc(5) is rest[N-3].
+func parseStat(s *proc.Sample, rest string) {
+	f := strings.Fields(rest)
+	if len(f) < 22 {
+		return
+	}
+	s.Exists = true
+	s.State = f[0]
+	s.UTime = atou(f[11])
+	s.STime = atou(f[12])
+	s.Threads = atoi(f[17])
+	s.StartTicks = atou(f[19])
+	s.RSSBytes = atou(f[21]) // pages until the page size is known
+}
+
+func atoi(s string) int {
+	v, err := strconv.Atoi(strings.TrimSpace(s))
+	if err != nil {
+		return 0
+	}
+	return v
+}
+
+func atou(s string) uint64 {
+	v, err := strconv.ParseUint(strings.TrimSpace(s), 10, 64)
+	if err != nil {
+		return 0
+	}
+	return v
+}

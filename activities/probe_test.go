@@ -1,0 +1,147 @@
+package activities
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/drover-sh/drover/proc"
+)
+
+// runLocal runs a probe with the machine's own sh, the same way sshd would.
+func runLocal(t *testing.T, script string) string {
+	t.Helper()
+	out, err := exec.Command("sh", "-c", script).Output()
+	if err != nil {
+		t.Fatalf("probe failed: %v\n%s", err, script)
+	}
+	return string(out)
+}
+
+// startNamed starts a copy of sleep under the given program name.
+func startNamed(t *testing.T, dir, name string) *exec.Cmd {
+	t.Helper()
+	sleep, err := exec.LookPath("sleep")
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(dir, name)
+	data, err := os.ReadFile(sleep)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(bin, data, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, "300")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	return cmd
+}
+
+func TestProbeAgainstRealProcesses(t *testing.T) {
+	dir := t.TempDir()
+	p := startNamed(t, dir, "proc-test")
+	stranger := exec.Command("sleep", "300")
+	if err := stranger.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = stranger.Process.Kill(); _ = stranger.Wait() })
+
+	live := filepath.Join(dir, "live.pid")
+	stale := filepath.Join(dir, "it's a \"stale\" $(touch pwned).pid")
+	garbage := filepath.Join(dir, "garbage.pid")
+	missing := filepath.Join(dir, "missing.pid")
+	must(t, os.WriteFile(live, []byte(strconv.Itoa(p.Process.Pid)+"\n"), 0o644))
+	must(t, os.WriteFile(stale, []byte(strconv.Itoa(stranger.Process.Pid)), 0o644))
+	must(t, os.WriteFile(garbage, []byte("not a pid"), 0o644))
+
+	paths := []string{live, stale, garbage, missing}
+	host, samples, err := ParseProbe(runLocal(t, ProbeScript(paths, 100*time.Millisecond)), len(paths))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "pwned")); err == nil {
+		t.Fatal("a pid path was executed by the shell")
+	}
+	if host.CPUs < 1 || host.ClockTicks < 1 || host.MemTotal == 0 || host.Now < time.Now().Unix()-5 {
+		t.Fatalf("host info %+v", host)
+	}
+	s := samples[0]
+	if !proc.Alive(s, "proc-test") || s.Pid != p.Process.Pid || s.Threads < 1 || s.RSSBytes == 0 || s.StartTicks == 0 {
+		t.Fatalf("live sample %+v", s)
+	}
+	if s.HostTicksDelta == 0 {
+		t.Fatalf("two samples expected a host tick delta: %+v", s)
+	}
+	if start := proc.StartUnix(s, host); start < time.Now().Unix()-60 || start > time.Now().Unix()+1 {
+		t.Fatalf("start time %d is not about now", start)
+	}
+	if !strings.HasSuffix(s.Cmdline, "proc-test 300") {
+		t.Fatalf("cmdline %q", s.Cmdline)
+	}
+	if st := samples[1]; !st.Exists || proc.Alive(st, "proc-test") {
+		t.Fatalf("stale pid of another program must exist but not be alive: %+v", st)
+	}
+	if g := samples[2]; !g.PidFileFound || g.Pid != 0 || proc.Alive(g, "proc-test") {
+		t.Fatalf("garbage pid file: %+v", g)
+	}
+	if m := samples[3]; m.PidFileFound || proc.Alive(m, "proc-test") {
+		t.Fatalf("missing pid file: %+v", m)
+	}
+}
+
+func TestProbeMeasuresCurrentCPU(t *testing.T) {
+	dir := t.TempDir()
+	burn := exec.Command("sh", "-c", "while :; do :; done")
+	must(t, burn.Start())
+	t.Cleanup(func() { _ = burn.Process.Signal(syscall.SIGKILL); _ = burn.Wait() })
+	pidFile := filepath.Join(dir, "burn.pid")
+	must(t, os.WriteFile(pidFile, []byte(strconv.Itoa(burn.Process.Pid)), 0o644))
+	_, samples, err := ParseProbe(runLocal(t, ProbeScript([]string{pidFile}, 300*time.Millisecond)), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A busy loop uses one whole core: about 100/ncpu percent of the host.
+	got := proc.CPUPercent(samples[0])
+	if got < 10 {
+		t.Fatalf("cpu%% of a busy loop = %.1f, want a large share of the host", got)
+	}
+}
+
+func TestParseProbeRejectsNoise(t *testing.T) {
+	if _, _, err := ParseProbe("garbage\n", 1); err == nil {
+		t.Fatal("output without a host line must be an error")
+	}
+	host, samples, err := ParseProbe("H\t2\t100\t1000\t5\t6\tUTC+0000\t4096\nP\t7\t1\t1\t\nP\tx\nQ\nC\t0\n", 1)
+	if err != nil || host.CPUs != 2 || len(samples) != 1 || samples[0].Exists {
+		t.Fatalf("noise must be ignored: %v %+v %+v", err, host, samples)
+	}
+}
+
+func FuzzParseProbe(f *testing.F) {
+	f.Add("H\t2\t100\t1000\t5\t6\tUTC+0000\t4096\nP\t0\t1\t42\tS 1 1 1 1 1 1 1 1 1 1 5 6 0 0 20 0 3 0 777 1000 25\nX\t0\t/bin/x\nC\t0\tx\ta\t\nQ\t0\t9\t9\nT\t1\t2\n", 2)
+	f.Fuzz(func(t *testing.T, out string, n int) {
+		if n < 0 || n > 64 {
+			return
+		}
+		_, samples, err := ParseProbe(out, n)
+		if err == nil && len(samples) != n {
+			t.Fatalf("%d samples for n=%d", len(samples), n)
+		}
+	})
+}
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}

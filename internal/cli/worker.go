@@ -1,0 +1,82 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+
+	"go.temporal.io/sdk/client"
+	tlog "go.temporal.io/sdk/log"
+	"go.temporal.io/sdk/worker"
+
+	"github.com/drover-sh/drover/activities"
+	"github.com/drover-sh/drover/internal/config"
+	"github.com/drover-sh/drover/inventory"
+	"github.com/drover-sh/drover/transport"
+	"github.com/drover-sh/drover/workflows"
+)
+
+// Dial connects to Temporal with the configured address and namespace.
+func Dial(cfg config.Config, logger *slog.Logger) (client.Client, error) {
+	c, err := client.Dial(client.Options{
+		HostPort:  cfg.TemporalAddress,
+		Namespace: cfg.TemporalNamespace,
+		Logger:    tlog.NewStructuredLogger(logger),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("cannot reach Temporal at %s: %w", cfg.TemporalAddress, err)
+	}
+	return c, nil
+}
+
+// Worker is a running drover worker: its client, SSH pool and Temporal worker.
+type Worker struct {
+	Client client.Client
+	SSH    *transport.SSH
+	w      worker.Worker
+}
+
+// StartWorker loads the inventory, opens the SSH pool and starts polling.
+func StartWorker(cfg config.Config, logger *slog.Logger) (*Worker, error) {
+	inv, err := inventory.Load(cfg.Inventory)
+	if err != nil {
+		return nil, err
+	}
+	ssh, err := transport.NewSSH(transport.SSHOptions{KnownHostsPath: inv.KnownHosts})
+	if err != nil {
+		return nil, err
+	}
+	c, err := Dial(cfg, logger)
+	if err != nil {
+		_ = ssh.Close()
+		return nil, err
+	}
+	w := worker.New(c, cfg.TaskQueue, worker.Options{})
+	workflows.Register(w, &activities.Activities{Inventory: inv, Runner: ssh})
+	if err := w.Start(); err != nil {
+		c.Close()
+		_ = ssh.Close()
+		return nil, err
+	}
+	return &Worker{Client: c, SSH: ssh, w: w}, nil
+}
+
+// Stop stops polling, then closes the pool and the client.
+func (w *Worker) Stop() {
+	w.w.Stop()
+	_ = w.SSH.Close()
+	w.Client.Close()
+}
+
+// RunWorker runs until ctx ends.
+func RunWorker(ctx context.Context, cfg config.Config, logger *slog.Logger) error {
+	w, err := StartWorker(cfg, logger)
+	if err != nil {
+		return err
+	}
+	logger.Info("worker started", "temporal", cfg.TemporalAddress, "namespace", cfg.TemporalNamespace,
+		"task_queue", cfg.TaskQueue, "inventory", cfg.Inventory)
+	<-ctx.Done()
+	w.Stop()
+	return nil
+}

@@ -1,0 +1,205 @@
+package testbed
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"syscall"
+	"testing"
+	"time"
+
+	"go.temporal.io/sdk/client"
+)
+
+// TemporalOptions configures a dev server started from the pinned CLI binary.
+type TemporalOptions struct {
+	// Binary is the temporal CLI; default: $DROVER_TEMPORAL_BIN, else bin/temporal
+	// at the module root.
+	Binary string
+	// DBFile persists state across restarts; empty means a fresh file in a temp dir.
+	DBFile string
+	// Address to listen on; empty picks a free port on 127.0.0.1.
+	Address string
+	// UIPort enables the web UI on 127.0.0.1:UIPort when non-zero.
+	UIPort int
+	// SearchAttributes are registered at start, name -> type (Keyword, Int, ...).
+	SearchAttributes map[string]string
+	// LogFile receives the server's output; empty discards it.
+	LogFile string
+}
+
+// Temporal is a running dev server process that this process owns.
+type Temporal struct {
+	Address string
+	opts    TemporalOptions
+	cmd     *exec.Cmd
+	done    chan struct{}
+}
+
+// StartTemporal starts `temporal server start-dev` and waits until it answers.
+func StartTemporal(opts TemporalOptions) (*Temporal, error) {
+	if opts.Binary == "" {
+		opts.Binary = TemporalBinary()
+	}
+	if _, err := os.Stat(opts.Binary); err != nil {
+		return nil, fmt.Errorf("temporal CLI not found at %s (run `make bin/temporal`): %w", opts.Binary, err)
+	}
+	if opts.DBFile == "" {
+		dir, err := os.MkdirTemp("", "drover-temporal-")
+		if err != nil {
+			return nil, err
+		}
+		opts.DBFile = filepath.Join(dir, "temporal.db")
+	}
+	if opts.Address == "" {
+		port, err := freePort()
+		if err != nil {
+			return nil, err
+		}
+		opts.Address = "127.0.0.1:" + strconv.Itoa(port)
+	}
+	t := &Temporal{Address: opts.Address, opts: opts}
+	return t, t.Start()
+}
+
+// Start (re)starts the server process with the same options and db file.
+func (t *Temporal) Start() error {
+	host, port, err := net.SplitHostPort(t.opts.Address)
+	if err != nil {
+		return err
+	}
+	args := []string{"server", "start-dev", "--ip", host, "--port", port,
+		"--db-filename", t.opts.DBFile, "--log-level", "warn",
+		"--dynamic-config-value", "frontend.enableServerVersionCheck=false",
+		// Ops on many hosts need more than the dev server's default burst.
+		"--dynamic-config-value", "frontend.namespaceRPS=20000",
+		"--dynamic-config-value", "frontend.rps=20000",
+	}
+	if t.opts.UIPort != 0 {
+		args = append(args, "--ui-ip", "127.0.0.1", "--ui-port", strconv.Itoa(t.opts.UIPort))
+	} else {
+		args = append(args, "--headless")
+	}
+	for name, typ := range t.opts.SearchAttributes {
+		args = append(args, "--search-attribute", name+"="+typ)
+	}
+	cmd := exec.Command(t.opts.Binary, args...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if t.opts.LogFile != "" {
+		f, err := os.OpenFile(t.opts.LogFile, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		cmd.Stdout, cmd.Stderr = f, f
+	}
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("start temporal dev server: %w", err)
+	}
+	t.cmd = cmd
+	t.done = make(chan struct{})
+	go func() { _ = cmd.Wait(); close(t.done) }()
+	return t.waitReady(60 * time.Second)
+}
+
+func (t *Temporal) waitReady(limit time.Duration) error {
+	deadline := time.Now().Add(limit)
+	for {
+		c, err := client.Dial(client.Options{HostPort: t.Address, Logger: quietLogger{}})
+		if err == nil {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			_, err = c.CheckHealth(ctx, &client.CheckHealthRequest{})
+			if err == nil {
+				_, err = c.WorkflowService().DescribeNamespace(ctx, describeDefault())
+			}
+			cancel()
+			c.Close()
+			if err == nil {
+				return nil
+			}
+		}
+		select {
+		case <-t.done:
+			return errors.New("temporal dev server exited during start-up")
+		default:
+		}
+		if time.Now().After(deadline) {
+			_ = t.Stop()
+			return fmt.Errorf("temporal dev server at %s not ready after %s: %v", t.Address, limit, err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// Stop interrupts the server (it flushes SQLite on SIGINT) and kills it if it
+// has not exited within 10 s.
+func (t *Temporal) Stop() error {
+	if t.cmd == nil || t.cmd.Process == nil {
+		return nil
+	}
+	select {
+	case <-t.done:
+		return nil
+	default:
+	}
+	_ = syscall.Kill(-t.cmd.Process.Pid, syscall.SIGINT)
+	select {
+	case <-t.done:
+	case <-time.After(10 * time.Second):
+		_ = syscall.Kill(-t.cmd.Process.Pid, syscall.SIGKILL)
+		<-t.done
+	}
+	return nil
+}
+
+// Pid is the server's process id.
+func (t *Temporal) Pid() int { return t.cmd.Process.Pid }
+
+// NewTemporal starts a dev server for a test and stops it in cleanup.
+func NewTemporal(tb testing.TB, opts TemporalOptions) *Temporal {
+	tb.Helper()
+	srv, err := StartTemporal(opts)
+	if err != nil {
+		tb.Fatalf("temporal dev server: %v", err)
+	}
+	tb.Cleanup(func() { _ = srv.Stop() })
+	return srv
+}
+
+// TemporalBinary is where the pinned temporal CLI lives.
+func TemporalBinary() string {
+	if p := os.Getenv("DROVER_TEMPORAL_BIN"); p != "" {
+		return p
+	}
+	return filepath.Join(ModuleRoot(), "bin", "temporal")
+}
+
+// ModuleRoot finds the directory holding go.mod, from the working directory up.
+func ModuleRoot() string {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "."
+	}
+	for d := dir; ; d = filepath.Dir(d) {
+		if _, err := os.Stat(filepath.Join(d, "go.mod")); err == nil {
+			return d
+		}
+		if filepath.Dir(d) == d {
+			return dir
+		}
+	}
+}
+
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}

@@ -1,0 +1,74 @@
+// Package policies holds drover's pure decisions: defaults, timeouts and
+// limits. Nothing here does I/O or reads the clock, so tests drive it directly.
+package policies
+
+import (
+	"time"
+
+	"github.com/drover-sh/drover/proc"
+)
+
+// Defaults the GSE agent documents; a caller's zero means "use these".
+const (
+	DefaultStartCheck    = 5 * time.Second
+	DefaultStopCheck     = 5 * time.Second
+	DefaultOpTimeout     = 60 * time.Second
+	DefaultStartRetries  = 4
+	DefaultStartInterval = 10 * time.Second
+	DefaultAccount       = "root"
+
+	// StatusCPUWindow is how long a status probe samples CPU ticks.
+	StatusCPUWindow = 200 * time.Millisecond
+
+	// MaxInFlight caps the activities one workflow keeps pending, well
+	// under the server's per-workflow pending-activity limit.
+	MaxInFlight = 500
+)
+
+// WithDefaults fills every zero a caller may send with the documented default.
+func WithDefaults(s proc.Spec) proc.Spec {
+	if s.StartCheck <= 0 {
+		s.StartCheck = DefaultStartCheck
+	}
+	if s.StopCheck <= 0 {
+		s.StopCheck = DefaultStopCheck
+	}
+	if s.OpTimeout <= 0 {
+		s.OpTimeout = DefaultOpTimeout
+	}
+	if s.StartRetries <= 0 {
+		s.StartRetries = DefaultStartRetries
+	}
+	if s.StartInterval <= 0 {
+		s.StartInterval = DefaultStartInterval
+	}
+	if s.Account == "" {
+		s.Account = DefaultAccount
+	}
+	if s.ShellExt == "" {
+		s.ShellExt = proc.ShellSh
+	}
+	return s
+}
+
+// HostOpDeadline bounds one op on one host end to end: the control command
+// (op_timeout), the post-check wait, and a margin for connecting and probing.
+// The workflow uses it as the activity's StartToClose, so a hung host ends
+// with its own code instead of stalling the batch.
+func HostOpDeadline(op proc.OpType, s proc.Spec) time.Duration {
+	const margin = 15 * time.Second
+	d := s.OpTimeout + margin
+	switch op {
+	case proc.OpStart, proc.OpReload:
+		d += s.StartCheck
+	case proc.OpStop, proc.OpKill:
+		d += s.StopCheck
+	case proc.OpRestart:
+		d += s.OpTimeout + s.StartCheck + s.StopCheck
+	}
+	return d
+}
+
+// HeartbeatTimeout lets a lost worker's activity be retried elsewhere soon,
+// instead of after its full StartToClose.
+const HeartbeatTimeout = 20 * time.Second
