@@ -52,7 +52,7 @@ func (a *Activities) HostOp(ctx context.Context, in HostOpInput) (proc.HostResul
 
 func (a *Activities) status(ctx context.Context, host inventory.Host, t proc.Target, spec proc.Spec) (proc.HostResult, error) {
 	script := ProbeScript([]string{spec.PidPath}, policies.StatusCPUWindow)
-	res, err := a.Runner.Run(ctx, host, transport.Command{Script: script, Timeout: spec.OpTimeout})
+	res, err := a.Runner.Run(ctx, host, transport.Command{Script: script, Account: spec.Account, Timeout: spec.OpTimeout})
 	if err != nil {
 		return transportFailure(err), nil
 	}
@@ -62,6 +62,10 @@ func (a *Activities) status(ctx context.Context, host inventory.Host, t proc.Tar
 	info, samples, err := ParseProbe(string(res.Stdout), 1)
 	if err != nil {
 		return proc.Fail(proc.CodeInternal, "%v", err), nil
+	}
+	if info.User != spec.Account {
+		// Never report what another account saw as this account's view.
+		return proc.Fail(proc.CodeSudoRefused, "probe ran as %q, not as account %q", info.User, spec.Account), nil
 	}
 	sample := samples[0]
 	alive := proc.Alive(sample, spec.ProcName)

@@ -19,7 +19,7 @@ ncpu=$(getconf _NPROCESSORS_ONLN 2>/dev/null || echo 1)
 pg=$(getconf PAGESIZE 2>/dev/null || echo 4096)
 mem=$(awk '/^MemTotal:/{printf "%.0f", $2*1024; exit}' /proc/meminfo 2>/dev/null)
 bt=$(awk '/^btime/{print $2; exit}' /proc/stat 2>/dev/null)
-printf 'H\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$ncpu" "$hz" "${mem:-0}" "${bt:-0}" "$(date +%s)" "$(date +%Z%z)" "$pg"
+printf 'H\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$ncpu" "$hz" "${mem:-0}" "${bt:-0}" "$(date +%s)" "$(date +%Z%z)" "$pg" "$(id -un)"
 ticks() { awk '/^cpu /{s=0; for(i=2;i<=NF;i++) s+=$i; printf "%.0f", s; exit}' /proc/stat; }
 statof() { s=$(cat "/proc/$1/stat" 2>/dev/null) || return 1; printf '%s' "${s##*) }"; }
 `
@@ -101,6 +101,9 @@ func ParseProbe(out string, n int) (proc.HostInfo, []proc.Sample, error) {
 			host.Timezone = f[6]
 			if ps := atou(f[7]); ps > 0 {
 				pageSize = ps
+			}
+			if len(f) > 8 {
+				host.User = f[8]
 			}
 			sawHost = true
 		case "P", "X", "C", "Q":

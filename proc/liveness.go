@@ -35,6 +35,7 @@ type HostInfo struct {
 	BootTime   int64  // unix seconds
 	Now        int64  // unix seconds on the host
 	Timezone   string
+	User       string // the account the probe ran as
 }
 
 // interpreters run a script named by argv[1]; for them the script name is

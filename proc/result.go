@@ -89,9 +89,9 @@ func BuildStatus(ip string, spec Spec, host HostInfo, s Sample, alive bool, reg 
 	}
 	if alive {
 		inst.Pid = s.Pid
-		inst.CPUUsage = round2(CPUPercent(s))
-		inst.CPUUsageAve = round2(CPUPercentLifetime(s, host))
-		inst.PhyMemUsage = round2(MemPercent(s, host))
+		inst.CPUUsage = round4(CPUPercent(s))
+		inst.CPUUsageAve = round4(CPUPercentLifetime(s, host))
+		inst.PhyMemUsage = round4(MemPercent(s, host))
 		inst.UsePhyMem = s.RSSBytes
 		inst.StartTime = StartUnix(s, host)
 		inst.Stat = s.State
@@ -111,7 +111,9 @@ func BuildStatus(ip string, spec Spec, host HostInfo, s Sample, alive bool, reg 
 	}
 }
 
-func round2(f float64) float64 { return float64(int64(f*100+0.5)) / 100 }
+// round4 keeps small shares visible: one small process on a large host is
+// well under 0.01 %.
+func round4(f float64) float64 { return float64(int64(f*10000+0.5)) / 10000 }
 
 // ControlValue is one entry of a control op's content.
 type ControlValue struct {

@@ -35,7 +35,12 @@ type ExitError struct {
 	Err  error
 }
 
-func (e *ExitError) Error() string { return e.Err.Error() }
+func (e *ExitError) Error() string {
+	if e.Err == nil {
+		return fmt.Sprintf("exit %d", e.Code)
+	}
+	return e.Err.Error()
+}
 func (e *ExitError) Unwrap() error { return e.Err }
 
 // NewStarter builds the starter command tree writing to out and errOut.
@@ -62,14 +67,10 @@ func Execute(args []string, out, errOut io.Writer) int {
 		return ExitOK
 	}
 	var ee *ExitError
-	if errors.As(err, &ee) {
-		if ee.Err != nil {
-			fmt.Fprintln(errOut, "starter:", ee.Err)
-		}
-		return ee.Code
+	if !errors.As(err, &ee) || ee.Err != nil {
+		fmt.Fprintln(errOut, "starter:", err)
 	}
-	fmt.Fprintln(errOut, "starter:", err)
-	return ExitBadRequest
+	return ExitCodeOf(err)
 }
 
 type apiFlags struct {
@@ -243,4 +244,13 @@ func printJSON(cmd *cobra.Command, v any) error {
 	enc.SetIndent("", "  ")
 	enc.SetEscapeHTML(false)
 	return enc.Encode(v)
+}
+
+// ExitCodeOf maps an error returned by the starter's commands to the exit code.
+func ExitCodeOf(err error) int {
+	var ee *ExitError
+	if errors.As(err, &ee) {
+		return ee.Code
+	}
+	return ExitBadRequest
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"sync"
 
 	"go.temporal.io/sdk/client"
 	tlog "go.temporal.io/sdk/log"
@@ -34,6 +35,7 @@ type Worker struct {
 	Client client.Client
 	SSH    *transport.SSH
 	w      worker.Worker
+	once   sync.Once
 }
 
 // StartWorker loads the inventory, opens the SSH pool and starts polling.
@@ -63,9 +65,11 @@ func StartWorker(cfg config.Config, logger *slog.Logger) (*Worker, error) {
 
 // Stop stops polling, then closes the pool and the client.
 func (w *Worker) Stop() {
-	w.w.Stop()
-	_ = w.SSH.Close()
-	w.Client.Close()
+	w.once.Do(func() {
+		w.w.Stop()
+		_ = w.SSH.Close()
+		w.Client.Close()
+	})
 }
 
 // RunWorker runs until ctx ends.

@@ -1,0 +1,66 @@
+# drover: agentless process management over SSH and WinRM on Temporal.
+SHELL := /bin/bash
+GO ?= go
+TEMPORAL_CLI_VERSION := v1.5.1
+BIN := $(CURDIR)/bin
+GOFLAGS_TEST ?=
+TEST_TIMEOUT ?= 20m
+
+.PHONY: all build deps demo test test-unit lint fmt vet staticcheck clean
+
+all: build
+
+## deps: install the Debian packages the test bed needs, when missing
+deps:
+	@missing=""; \
+	command -v sshd >/dev/null 2>&1 || [ -x /usr/sbin/sshd ] || missing="$$missing openssh-server"; \
+	command -v sudo >/dev/null 2>&1 || missing="$$missing sudo"; \
+	command -v unshare >/dev/null 2>&1 || missing="$$missing util-linux"; \
+	if [ -n "$$missing" ]; then \
+	  echo "installing:$$missing"; \
+	  export DEBIAN_FRONTEND=noninteractive; \
+	  apt-get update -qq && apt-get install -y -qq $$missing; \
+	fi
+
+## build: bin/worker, bin/starter and the pinned bin/temporal
+build: bin/worker bin/starter bin/temporal
+
+bin/worker: FORCE
+	$(GO) build -o $@ ./cmd/worker
+
+bin/starter: FORCE
+	$(GO) build -o $@ ./cmd/starter
+
+# The temporal CLI is pinned: later versions carry a replace directive and
+# do not build with go install. Built once, then reused.
+bin/temporal:
+	GOBIN=$(BIN) $(GO) install github.com/temporalio/cli/cmd/temporal@$(TEMPORAL_CLI_VERSION)
+
+FORCE:
+
+## demo: dev server with UI, three hosts, a worker, a status request
+demo: deps build
+	$(GO) run ./internal/testbed/cmd/demo --bin $(BIN) $(if $(DEMO_ONCE),--once,)
+
+## test: unit and end-to-end tests against real sshd hosts and a real dev server
+test: deps bin/temporal
+	$(GO) vet ./...
+	$(GO) test -race -timeout $(TEST_TIMEOUT) $(GOFLAGS_TEST) ./...
+
+test-unit:
+	$(GO) test -short ./...
+
+lint: fmt vet staticcheck
+
+fmt:
+	@out=$$(gofmt -l . | grep -v '^vendor/'); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+
+vet:
+	$(GO) vet ./...
+
+staticcheck:
+	@command -v staticcheck >/dev/null 2>&1 || $(GO) install honnef.co/go/tools/cmd/staticcheck@latest
+	staticcheck ./...
+
+clean:
+	rm -f bin/worker bin/starter

@@ -1,0 +1,211 @@
+// Package e2e drives drover end to end: real sshd hosts from the test bed,
+// a real Temporal dev server, the worker and the starter CLI.
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"go.temporal.io/sdk/client"
+	"gopkg.in/yaml.v3"
+
+	"github.com/drover-sh/drover/internal/cli"
+	"github.com/drover-sh/drover/internal/config"
+	"github.com/drover-sh/drover/internal/testbed"
+	"github.com/drover-sh/drover/workflows"
+)
+
+// server is one dev server shared by the package's tests; each test has its
+// own task queue, worker and hosts, so tests stay independent.
+var server *testbed.Temporal
+
+func TestMain(m *testing.M) {
+	flag.Parse()
+	if testing.Short() {
+		os.Exit(0)
+	}
+	var err error
+	server, err = testbed.StartTemporal(testbed.TemporalOptions{})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "e2e:", err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	_ = server.Stop()
+	os.Exit(code)
+}
+
+var queueSeq atomic.Int64
+
+type env struct {
+	t      *testing.T
+	bed    *testbed.Bed
+	cfg    config.Config
+	worker *cli.Worker
+	client client.Client
+}
+
+// newEnv starts hosts and a worker reading the inventory at invPath (the
+// bed's own when empty).
+func newEnv(t *testing.T, hosts int) *env {
+	t.Helper()
+	bed := testbed.New(t, testbed.Options{Hosts: hosts})
+	e := &env{t: t, bed: bed}
+	e.cfg = config.Config{
+		TemporalAddress:   server.Address,
+		TemporalNamespace: "default",
+		TaskQueue:         fmt.Sprintf("e2e-%s-%d", strings.ReplaceAll(t.Name(), "/", "-"), queueSeq.Add(1)),
+		Inventory:         bed.InventoryPath,
+		LogFormat:         "text",
+		LogLevel:          "error",
+	}
+	return e
+}
+
+// startWorker starts the worker; call it after any inventory change.
+func (e *env) startWorker() {
+	e.t.Helper()
+	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
+	w, err := cli.StartWorker(e.cfg, logger)
+	if err != nil {
+		e.t.Fatalf("start worker: %v", err)
+	}
+	e.worker, e.client = w, w.Client
+	e.t.Cleanup(w.Stop)
+}
+
+// writeInventory replaces the worker's inventory with hosts (maps in the
+// file schema) plus optional clouds.
+func (e *env) writeInventory(hosts []map[string]any, clouds map[string]any) {
+	e.t.Helper()
+	doc := map[string]any{
+		"known_hosts": e.bed.KnownHostsPath,
+		"defaults":    map[string]any{"user": "root", "port": 22, "identity_file": e.bed.ClientKeyPath},
+		"hosts":       hosts,
+	}
+	if clouds != nil {
+		doc["clouds"] = clouds
+	}
+	b, err := yaml.Marshal(doc)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	path := filepath.Join(e.t.TempDir(), "inventory.yaml")
+	if err := os.WriteFile(path, b, 0o644); err != nil {
+		e.t.Fatal(err)
+	}
+	e.cfg.Inventory = path
+}
+
+// starter runs the starter CLI in-process with the env's settings.
+func (e *env) starter(stdin string, args ...string) (string, string, int) {
+	e.t.Helper()
+	full := append([]string{}, args...)
+	full = append(full, "--temporal-address", e.cfg.TemporalAddress, "--task-queue", e.cfg.TaskQueue, "--inventory", e.cfg.Inventory)
+	var out, errOut bytes.Buffer
+	root := cli.NewStarter(&out, &errOut)
+	root.SetIn(strings.NewReader(stdin))
+	root.SetArgs(full)
+	code := cli.ExitOK
+	if err := root.Execute(); err != nil {
+		code = cli.ExitCodeOf(err)
+	}
+	return out.String(), errOut.String(), code
+}
+
+// resultResponse is get_proc_operate_result's documented shape.
+type resultResponse struct {
+	Result  bool                       `json:"result"`
+	Code    int                        `json:"code"`
+	Message string                     `json:"message"`
+	Data    map[string]hostResultEntry `json:"data"`
+}
+
+type hostResultEntry struct {
+	ErrorCode int    `json:"error_code"`
+	ErrorMsg  string `json:"error_msg"`
+	Content   string `json:"content"`
+}
+
+// statusContent is the documented status content, decoded from its string.
+type statusContent struct {
+	IP       string `json:"ip"`
+	UTCTime  string `json:"utctime"`
+	Timezone string `json:"timezone"`
+	Process  []struct {
+		ProcName string `json:"procname"`
+		Instance []struct {
+			ProcessName string  `json:"processName"`
+			Pid         int     `json:"pid"`
+			CPUUsage    float64 `json:"cpuUsage"`
+			PhyMemUsage float64 `json:"phyMemUsage"`
+			UsePhyMem   uint64  `json:"usePhyMem"`
+			StartTime   int64   `json:"startTime"`
+			ThreadCount int     `json:"threadCount"`
+			Cmdline     string  `json:"cmdline"`
+		} `json:"instance"`
+	} `json:"process"`
+}
+
+func decodeResult(t *testing.T, out string) resultResponse {
+	t.Helper()
+	var r resultResponse
+	if err := json.Unmarshal([]byte(out), &r); err != nil {
+		t.Fatalf("response is not the documented JSON: %v\n%s", err, out)
+	}
+	return r
+}
+
+func decodeStatus(t *testing.T, content string) statusContent {
+	t.Helper()
+	var c statusContent
+	if err := json.Unmarshal([]byte(content), &c); err != nil {
+		t.Fatalf("content is not the status document: %v\n%s", err, content)
+	}
+	if len(c.Process) != 1 || len(c.Process[0].Instance) != 1 {
+		t.Fatalf("status content must hold one process with one instance: %s", content)
+	}
+	return c
+}
+
+// statusRequest builds a seed-000 status request for hosts (cloud, ip).
+func statusRequest(ns, name string, hosts ...[2]any) string {
+	var hs []map[string]any
+	for _, h := range hosts {
+		hs = append(hs, map[string]any{"ip": h[1], "bk_cloud_id": h[0], "bk_supplier_id": 0})
+	}
+	b, _ := json.Marshal(map[string]any{
+		"bk_app_code": "e2e", "bk_username": "tester",
+		"meta":    map[string]any{"namespace": ns, "name": name, "labels": map[string]string{"proc_name": name}},
+		"op_type": 2,
+		"hosts":   hs,
+	})
+	return string(b)
+}
+
+// runOperate starts an op through the workflow API directly, for inputs no
+// GSE request shape can express yet, and waits for it.
+func (e *env) runOperate(in workflows.OperateInput) workflows.OperateResult {
+	e.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	if err := workflows.StartOperate(ctx, e.client, e.cfg.TaskQueue, in); err != nil {
+		e.t.Fatal(err)
+	}
+	res, err := workflows.WaitOperate(ctx, e.client, in.TaskID)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return res
+}
