@@ -10,13 +10,12 @@ import (
 // Top-level response codes. 0 and 1000115 are GSE's; the others are
 // drover's, documented in the README.
 const (
-	CodeOK             = 0
-	CodeBadRequest     = 1000001 // a field breaks a rule; message names it
-	CodeUnauthorized   = 1000002 // bk_app_code / bk_app_secret refused
-	CodeTaskNotFound   = 1000003 // no task with that id
-	CodeTaskNotVisible = 1000115 // known but not yet visible: poll again
-	CodeUnavailable    = 1000503 // the workflow engine cannot be reached
-	CodeInternal       = 1000500
+	CodeOK           = 0
+	CodeBadRequest   = 1000001 // a field breaks a rule; message names it
+	CodeUnauthorized = 1000002 // bk_app_code / bk_app_secret refused
+	CodeTaskNotFound = 1000003 // no task with that id
+	CodeUnavailable  = 1000503 // the workflow engine cannot be reached
+	CodeInternal     = 1000500
 )
 
 // FieldError says which request field broke which rule.
