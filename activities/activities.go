@@ -7,7 +7,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
+	"time"
+
+	"go.temporal.io/sdk/activity"
 
 	"github.com/drover-sh/drover/inventory"
 	"github.com/drover-sh/drover/policies"
@@ -15,13 +17,29 @@ import (
 	"github.com/drover-sh/drover/transport"
 )
 
-// HostOpInput asks for one op on one process on one host.
+// HostOpInput asks for one op on one registered process on one host. The
+// spec already has its defaults.
 type HostOpInput struct {
-	TaskID  string
-	Op      proc.OpType
-	Target  proc.Target
-	Process proc.ProcessID
-	Spec    proc.Spec
+	RequestID    string            `json:"request_id"`
+	Op           proc.OpType       `json:"op_type"`
+	Target       proc.Target       `json:"target"`
+	Process      proc.ProcessID    `json:"process"`
+	Spec         proc.Spec         `json:"spec"`
+	Registration proc.Registration `json:"registration"`
+	// Pid and StartTicks are the incarnation last seen, if any.
+	Pid        int    `json:"pid,omitempty"`
+	StartTicks uint64 `json:"start_ticks,omitempty"`
+}
+
+// HostOpOutput is the op's result and what it learned of the process.
+type HostOpOutput struct {
+	Result proc.HostResult `json:"result"`
+	// Alive, Pid and StartTicks describe the process after the op.
+	Alive      bool   `json:"alive"`
+	Pid        int    `json:"pid,omitempty"`
+	StartTicks uint64 `json:"start_ticks,omitempty"`
+	// Started is set when this op started the process (start, restart).
+	Started bool `json:"started,omitempty"`
 }
 
 // Activities holds what host activities need; methods are registered with
@@ -29,51 +47,362 @@ type HostOpInput struct {
 type Activities struct {
 	Inventory *inventory.Inventory
 	Runner    transport.Runner
+	// Sleep waits between a control command and its post-check; tests may
+	// shorten it. Nil means a real, cancellable wait.
+	Sleep func(ctx context.Context, d time.Duration) error
+}
+
+// opRun is one op in progress on one host.
+type opRun struct {
+	a    *Activities
+	ctx  context.Context
+	host inventory.Host
+	in   HostOpInput
+	spec proc.Spec
 }
 
 // HostOp runs one op on one host. Per-host failures come back as result
 // codes, not errors: one host's trouble must never fail the workflow.
-func (a *Activities) HostOp(ctx context.Context, in HostOpInput) (proc.HostResult, error) {
+func (a *Activities) HostOp(ctx context.Context, in HostOpInput) (HostOpOutput, error) {
 	host, ok := a.Inventory.Lookup(in.Target.HostID())
 	if !ok {
-		return proc.Fail(proc.CodeUnknownHost, "host bk_cloud_id=%d ip=%s is not in the inventory", in.Target.CloudID, in.Target.IP), nil
+		return failed(proc.Fail(proc.CodeUnknownHost, "host bk_cloud_id=%d ip=%s is not in the inventory", in.Target.CloudID, in.Target.IP)), nil
 	}
 	spec := policies.WithDefaults(in.Spec)
+	if spec.ShellExt != proc.ShellSh && host.Transport == inventory.TransportSSH {
+		return failed(proc.Fail(proc.CodeBadSpec, "cmd_shell_ext %q needs a Windows (winrm) host; %s is reached over ssh", spec.ShellExt, in.Target.IP)), nil
+	}
 	defer keepAlive(ctx)()
+	r := &opRun{a: a, ctx: ctx, host: host, in: in, spec: spec}
 	switch in.Op {
 	case proc.OpStatus:
-		return a.status(ctx, host, in.Target, spec)
+		return r.status(), nil
+	case proc.OpStart:
+		return r.start(), nil
+	case proc.OpStop:
+		return r.stop(), nil
+	case proc.OpRestart:
+		return r.restart(), nil
+	case proc.OpReload:
+		return r.reload(), nil
+	case proc.OpKill:
+		return r.kill(), nil
 	}
-	if !in.Op.Valid() {
-		return proc.Fail(proc.CodeBadOpType, "op_type %d is not one of 0,1,2,3,4,7,8,9", int(in.Op)), nil
-	}
-	return proc.Fail(proc.CodeBadOpType, "op_type %d (%s) is not supported yet", int(in.Op), in.Op), nil
+	return failed(proc.Fail(proc.CodeBadOpType, "op_type %d has no host action", int(in.Op))), nil
 }
 
-func (a *Activities) status(ctx context.Context, host inventory.Host, t proc.Target, spec proc.Spec) (proc.HostResult, error) {
-	script := ProbeScript([]string{spec.PidPath}, policies.StatusCPUWindow)
-	res, err := a.Runner.Run(ctx, host, transport.Command{Script: script, Account: spec.Account, Timeout: spec.OpTimeout})
+func failed(r proc.HostResult) HostOpOutput { return HostOpOutput{Result: r} }
+
+func ok() proc.HostResult {
+	return proc.HostResult{Code: proc.CodeSuccess, Message: proc.CodeSuccess.Message()}
+}
+
+// retried reports whether an earlier attempt of this op may already have
+// acted on the host (the worker died mid-op).
+func (r *opRun) retried() bool {
+	return activity.IsActivity(r.ctx) && activity.GetInfo(r.ctx).Attempt > 1
+}
+
+// probeResult is one liveness probe of the op's process.
+type probeResult struct {
+	host   proc.HostInfo
+	sample proc.Sample
+	alive  bool
+	extras proc.StatusExtras
+}
+
+// probe samples the process with one exec; window > 0 measures current cpu.
+func (r *opRun) probe(window time.Duration, extras bool) (probeResult, *proc.HostResult) {
+	script := ProbeScript([]string{r.spec.PidPath}, window)
+	if extras {
+		script += extrasScript(r.spec)
+	}
+	res, err := r.a.Runner.Run(r.ctx, r.host, transport.Command{Script: script, Account: r.spec.Account, Timeout: r.spec.OpTimeout})
 	if err != nil {
-		return transportFailure(err), nil
+		f := transportFailure(err)
+		return probeResult{}, &f
 	}
 	if res.ExitCode != 0 {
-		return proc.Fail(proc.CodeCommandFailed, "status probe exited %d: %s", res.ExitCode, trimOutput(res.Stderr)), nil
+		f := proc.Fail(proc.CodeCommandFailed, "probe exited %d: %s", res.ExitCode, trim(string(res.Stderr)))
+		return probeResult{}, &f
 	}
 	info, samples, err := ParseProbe(string(res.Stdout), 1)
 	if err != nil {
-		return proc.Fail(proc.CodeInternal, "%v", err), nil
+		f := proc.Fail(proc.CodeInternal, "%v", err)
+		return probeResult{}, &f
 	}
-	if info.User != spec.Account {
+	if info.User != r.spec.Account {
 		// Never report what another account saw as this account's view.
-		return proc.Fail(proc.CodeSudoRefused, "probe ran as %q, not as account %q", info.User, spec.Account), nil
+		f := proc.Fail(proc.CodeSudoRefused, "probe ran as %q, not as account %q", info.User, r.spec.Account)
+		return probeResult{}, &f
 	}
-	sample := samples[0]
-	alive := proc.Alive(sample, spec.ProcName)
-	content := proc.EncodeContent(proc.BuildStatus(t.IP, spec, info, sample, alive, proc.Registration{}, proc.StatusExtras{}))
-	if !alive {
-		return proc.HostResult{Code: proc.CodeNotRunning, Message: proc.NotRunningMessage(spec.ProcName), Content: content}, nil
+	p := probeResult{host: info, sample: samples[0], alive: proc.Alive(samples[0], r.spec.ProcName)}
+	if extras {
+		p.extras = parseExtras(string(res.Stdout))
 	}
-	return proc.HostResult{Code: proc.CodeSuccess, Message: proc.CodeSuccess.Message(), Content: content}, nil
+	return p, nil
+}
+
+// observe turns a probe into the output's process fields.
+func observe(out HostOpOutput, p probeResult) HostOpOutput {
+	out.Alive = p.alive
+	if p.alive {
+		out.Pid, out.StartTicks = p.sample.Pid, p.sample.StartTicks
+	}
+	return out
+}
+
+func (r *opRun) status() HostOpOutput {
+	p, f := r.probe(policies.StatusCPUWindow, true)
+	if f != nil {
+		return failed(*f)
+	}
+	content := proc.EncodeContent(proc.BuildStatus(r.in.Target.IP, r.spec, p.host, p.sample, p.alive, r.in.Registration, p.extras))
+	res := ok()
+	if !p.alive {
+		res = proc.HostResult{Code: proc.CodeNotRunning, Message: proc.NotRunningMessage(r.spec.ProcName)}
+	}
+	res.Content = content
+	return observe(HostOpOutput{Result: res}, p)
+}
+
+// runControl runs one control command and maps its failure to a result.
+func (r *opRun) runControl(verb, cmd string) *proc.HostResult {
+	res, err := r.a.Runner.Run(r.ctx, r.host, transport.Command{
+		Script:  controlScript(r.spec.SetupPath, cmd, r.spec.OpTimeout),
+		Account: r.spec.Account,
+		// The script's own watchdog ends the command at op_timeout; this
+		// bound only covers a host that stops answering.
+		Timeout: r.spec.OpTimeout + 15*time.Second,
+	})
+	if err != nil {
+		f := transportFailure(err)
+		return &f
+	}
+	o, complete := parseControl(string(res.Stdout))
+	switch {
+	case !complete:
+		f := proc.Fail(proc.CodeCommandFailed, "%s command did not finish (exit %d): %s", verb, res.ExitCode, firstNonEmpty(o.Output, trim(string(res.Stderr))))
+		return &f
+	case o.TimedOut:
+		f := proc.Fail(proc.CodeTimeout, "%s command ran past op_timeout %s and was killed", verb, r.spec.OpTimeout)
+		return &f
+	case o.RC != 0:
+		f := proc.Fail(proc.CodeCommandFailed, "%s command exited %d: %s", verb, o.RC, o.Output)
+		return &f
+	}
+	return nil
+}
+
+func (r *opRun) start() HostOpOutput {
+	p, f := r.probe(0, false)
+	if f != nil {
+		return failed(*f)
+	}
+	if p.alive {
+		if r.retried() {
+			// An earlier attempt started it before the worker was lost.
+			return observe(HostOpOutput{Result: ok(), Started: true}, p)
+		}
+		return observe(HostOpOutput{Result: proc.HostResult{Code: proc.CodeAlreadyRunning,
+			Message: fmt.Sprintf("process(%s) is already running, pid %d", r.spec.ProcName, p.sample.Pid)}}, p)
+	}
+	return r.startAndCheck("start", commandFor("start", r.spec))
+}
+
+// startAndCheck runs a start-like command, then checks the process stays
+// alive through the start-check window.
+func (r *opRun) startAndCheck(verb, cmd string) HostOpOutput {
+	if f := r.runControl(verb, cmd); f != nil {
+		return failed(*f)
+	}
+	p, f := r.postStartCheck()
+	if f != nil {
+		return failed(*f)
+	}
+	if !p.alive {
+		if r.spec.AutoType == proc.AutoOneShot {
+			// A one-shot process may be done already; that is success.
+			return HostOpOutput{Result: ok(), Started: true}
+		}
+		return observe(HostOpOutput{Result: proc.Fail(proc.CodePostCheck,
+			"%s process (%s) failed, for post-check status not alive, %s after the %s command",
+			verb, r.spec.ProcName, policies.StartCheckSpan(r.spec), verb)}, p)
+	}
+	return observe(HostOpOutput{Result: ok(), Started: true}, p)
+}
+
+// postStartCheck waits StartCheck, then checks liveness each second until
+// StartCheckEnd; the first dead check ends it.
+func (r *opRun) postStartCheck() (probeResult, *proc.HostResult) {
+	if err := r.sleep(r.spec.StartCheck); err != nil {
+		f := proc.Fail(proc.CodeTimeout, "post-check interrupted: %v", err)
+		return probeResult{}, &f
+	}
+	for waited := r.spec.StartCheck; ; waited += time.Second {
+		p, f := r.probe(0, false)
+		if f != nil || !p.alive || waited >= r.spec.StartCheckEnd {
+			return p, f
+		}
+		if err := r.sleep(time.Second); err != nil {
+			f := proc.Fail(proc.CodeTimeout, "post-check interrupted: %v", err)
+			return probeResult{}, &f
+		}
+	}
+}
+
+func (r *opRun) stop() HostOpOutput {
+	p, f := r.probe(0, false)
+	if f != nil {
+		return failed(*f)
+	}
+	if !p.alive {
+		return HostOpOutput{Result: proc.HostResult{Code: proc.CodeNotRunning,
+			Message: fmt.Sprintf("no need to stop the process(%s) that is not running", r.spec.ProcName)}}
+	}
+	return r.stopAndCheck(p)
+}
+
+// stopAndCheck stops a live process with stop_cmd, or TERM then KILL to its
+// process group, then checks that it is gone.
+func (r *opRun) stopAndCheck(p probeResult) HostOpOutput {
+	if cmd := commandFor("stop", r.spec); cmd != "" {
+		if f := r.runControl("stop", cmd); f != nil {
+			return failed(*f)
+		}
+		return r.waitGone("stop", p, r.spec.StopCheck)
+	}
+	if f := r.signal(p, "TERM", r.spec.StopCheck); f != nil {
+		return failed(*f)
+	}
+	return r.waitGone("stop", p, 0)
+}
+
+// waitGone checks, for up to wait, that the probed incarnation is gone.
+func (r *opRun) waitGone(verb string, before probeResult, wait time.Duration) HostOpOutput {
+	deadline := wait
+	for waited := time.Duration(0); ; waited += time.Second {
+		p, f := r.probe(0, false)
+		if f != nil {
+			return failed(*f)
+		}
+		gone := !p.alive || !proc.SameIncarnation(p.sample, before.sample.StartTicks)
+		if gone && !p.alive {
+			return HostOpOutput{Result: ok()}
+		}
+		if waited >= deadline {
+			if gone {
+				// Something else started a new incarnation meanwhile.
+				return observe(HostOpOutput{Result: ok()}, p)
+			}
+			return observe(HostOpOutput{Result: proc.Fail(proc.CodePostCheck,
+				"%s process (%s) failed, for post-check status still alive, pid %d", verb, r.spec.ProcName, p.sample.Pid)}, p)
+		}
+		if err := r.sleep(time.Second); err != nil {
+			return failed(proc.Fail(proc.CodeTimeout, "post-check interrupted: %v", err))
+		}
+	}
+}
+
+func (r *opRun) signal(p probeResult, sig string, wait time.Duration) *proc.HostResult {
+	res, err := r.a.Runner.Run(r.ctx, r.host, transport.Command{
+		Script:  signalScript(p.sample.Pid, p.sample.StartTicks, sig, wait),
+		Account: r.spec.Account,
+		Timeout: wait + r.spec.OpTimeout,
+	})
+	if err != nil {
+		f := transportFailure(err)
+		return &f
+	}
+	if res.ExitCode != 0 {
+		f := proc.Fail(proc.CodeCommandFailed, "signal %s exited %d: %s", sig, res.ExitCode, trim(string(res.Stderr)))
+		return &f
+	}
+	return nil
+}
+
+func (r *opRun) restart() HostOpOutput {
+	if cmd := r.spec.RestartCmd; cmd != "" || !hasAnyCommand(r.spec) {
+		return r.startAndCheck("restart", commandFor("restart", r.spec))
+	}
+	// No restart_cmd: stop (if running), then start.
+	p, f := r.probe(0, false)
+	if f != nil {
+		return failed(*f)
+	}
+	if p.alive {
+		if out := r.stopAndCheck(p); out.Result.Code != proc.CodeSuccess {
+			return out
+		}
+	}
+	return r.startAndCheck("restart", commandFor("start", r.spec))
+}
+
+func (r *opRun) reload() HostOpOutput {
+	cmd := commandFor("reload", r.spec)
+	if cmd == "" {
+		return failed(proc.Fail(proc.CodeBadSpec, "process %s has no reload_cmd", r.spec.ProcName))
+	}
+	before, f := r.probe(0, false)
+	if f != nil {
+		return failed(*f)
+	}
+	if !before.alive {
+		return failed(proc.HostResult{Code: proc.CodeNotRunning, Message: proc.NotRunningMessage(r.spec.ProcName)})
+	}
+	if f := r.runControl("reload", cmd); f != nil {
+		return failed(*f)
+	}
+	if err := r.sleep(r.spec.StartCheck); err != nil {
+		return failed(proc.Fail(proc.CodeTimeout, "post-check interrupted: %v", err))
+	}
+	after, f := r.probe(0, false)
+	if f != nil {
+		return failed(*f)
+	}
+	if !after.alive || after.sample.Pid != before.sample.Pid || !proc.SameIncarnation(after.sample, before.sample.StartTicks) {
+		return observe(HostOpOutput{Result: proc.Fail(proc.CodePostCheck,
+			"reload process (%s) failed, for post-check: pid %d was replaced or died", r.spec.ProcName, before.sample.Pid)}, after)
+	}
+	return observe(HostOpOutput{Result: ok()}, after)
+}
+
+func (r *opRun) kill() HostOpOutput {
+	p, f := r.probe(0, false)
+	if f != nil {
+		return failed(*f)
+	}
+	if !p.alive {
+		return HostOpOutput{Result: proc.HostResult{Code: proc.CodeNotRunning,
+			Message: fmt.Sprintf("no need to kill the process(%s) that is not running", r.spec.ProcName)}}
+	}
+	if cmd := commandFor("kill", r.spec); cmd != "" {
+		if f := r.runControl("kill", cmd); f != nil {
+			return failed(*f)
+		}
+		return r.waitGone("kill", p, r.spec.StopCheck)
+	}
+	if f := r.signal(p, "KILL", 0); f != nil {
+		return failed(*f)
+	}
+	return r.waitGone("kill", p, r.spec.StopCheck)
+}
+
+func (r *opRun) sleep(d time.Duration) error {
+	if r.a.Sleep != nil {
+		return r.a.Sleep(r.ctx, d)
+	}
+	if d <= 0 {
+		return nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-r.ctx.Done():
+		return r.ctx.Err()
+	case <-t.C:
+		return nil
+	}
 }
 
 // transportFailure maps a transport error to its per-host code, keeping 117
@@ -103,12 +432,11 @@ func transportFailure(err error) proc.HostResult {
 	return proc.HostResult{Code: code, Message: fmt.Sprintf("%s: %v", code.Message(), err)}
 }
 
-// trimOutput keeps error messages short: callers show them in tables.
-func trimOutput(b []byte) string {
-	const max = 1024
-	s := strings.TrimSpace(string(b))
-	if len(s) > max {
-		s = s[:max] + "..."
+func firstNonEmpty(s ...string) string {
+	for _, v := range s {
+		if v != "" {
+			return v
+		}
 	}
-	return s
+	return ""
 }

@@ -8,7 +8,7 @@ import (
 )
 
 // heartbeatEvery is well under policies.HeartbeatTimeout.
-const heartbeatEvery = 5 * time.Second
+const heartbeatEvery = 2 * time.Second
 
 // keepAlive heartbeats while a host command runs, so a long control command
 // is not mistaken for a lost worker. The returned stop ends it.

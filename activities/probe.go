@@ -205,3 +205,42 @@ func atou(s string) uint64 {
 	}
 	return v
 }
+
+// extrasScript appends version_cmd's first line and health_cmd's exit
+// status to a probe, run in setup_path; each is bounded to 10 s.
+func extrasScript(s proc.Spec) string {
+	var b strings.Builder
+	if s.VersionCmd == "" && s.HealthCmd == "" {
+		return ""
+	}
+	fmt.Fprintf(&b, "cd %s 2>/dev/null || true\n", transport.ShellQuote(s.SetupPath))
+	if s.VersionCmd != "" {
+		fmt.Fprintf(&b, "v=$(timeout 10 sh -c %s 2>/dev/null </dev/null | head -n 1 | tr '\\t' ' ' | head -c 256); printf 'V\\t%%s\\n' \"$v\"\n", transport.ShellQuote(s.VersionCmd))
+	}
+	if s.HealthCmd != "" {
+		fmt.Fprintf(&b, "timeout 10 sh -c %s </dev/null >/dev/null 2>&1; printf 'Z\\t%%d\\n' $?\n", transport.ShellQuote(s.HealthCmd))
+	} else {
+		b.WriteString("printf 'Z\\t0\\n'\n")
+	}
+	return b.String()
+}
+
+// parseExtras reads what extrasScript printed. Without a health_cmd a live
+// process counts as healthy.
+func parseExtras(out string) proc.StatusExtras {
+	ex := proc.StatusExtras{Healthy: true}
+	sc := bufio.NewScanner(strings.NewReader(out))
+	for sc.Scan() {
+		f := strings.SplitN(sc.Text(), "\t", 2)
+		if len(f) != 2 {
+			continue
+		}
+		switch f[0] {
+		case "V":
+			ex.Version = strings.TrimSpace(f[1])
+		case "Z":
+			ex.Healthy = strings.TrimSpace(f[1]) == "0"
+		}
+	}
+	return ex
+}

@@ -30,11 +30,19 @@ func fieldErr(field, format string, args ...any) error {
 	return &FieldError{Field: field, Rule: fmt.Sprintf(format, args...)}
 }
 
-// decodeError turns encoding/json's errors into field errors.
-func decodeError(err error) error {
+// decodeError turns encoding/json's errors into field errors. body, when
+// given, lets a type error name the exact element ("hosts[3].bk_cloud_id")
+// rather than encoding/json's index-free path.
+func decodeError(body []byte, err error) error {
 	var te *json.UnmarshalTypeError
 	if errors.As(err, &te) {
-		field := te.Field
+		field := ""
+		if body != nil {
+			field = pathAtOffset(body, te.Offset)
+		}
+		if field == "" {
+			field = te.Field
+		}
 		if field == "" {
 			field = "(body)"
 		}

@@ -73,7 +73,7 @@ func decode(body []byte, v any) error {
 	}
 	dec := json.NewDecoder(bytes.NewReader(body))
 	if err := dec.Decode(v); err != nil {
-		return decodeError(err)
+		return decodeError(body, err)
 	}
 	if dec.More() {
 		return fieldErr("(body)", "has data after the JSON object")
@@ -174,23 +174,13 @@ func (h HostRef) Target() proc.Target {
 	return proc.Target{CloudID: *h.CloudID, SupplierID: *h.SupplierID, IP: h.IP}
 }
 
-// SlicePidDir is where, until a process is registered, its pid file is
-// looked for: SlicePidDir/<namespace>/<name>.pid.
-const SlicePidDir = "/data"
-
-// Items translates the request to the processes it acts on. A process not
-// registered through register_proc_info is found by its pid file under
-// SlicePidDir, with meta.name as the program name.
+// Items translates the request to the processes it acts on: meta names a
+// process whose spec was registered on each host.
 func (r *OperateProcessRequest) Items() (proc.OpType, []proc.Item) {
 	pid := proc.ProcessID{Namespace: r.Meta.Namespace, Name: r.Meta.Name}
-	spec := proc.Spec{
-		ProcName: r.Meta.Name,
-		PidPath:  SlicePidDir + "/" + r.Meta.Namespace + "/" + r.Meta.Name + ".pid",
-		Labels:   r.Meta.Labels,
-	}
 	items := make([]proc.Item, len(r.Hosts))
 	for i, h := range r.Hosts {
-		items[i] = proc.Item{Target: h.Target(), Process: pid, Spec: spec}
+		items[i] = proc.Item{Target: h.Target(), Process: pid}
 	}
-	return proc.OpType(*r.OpType), items
+	return gseOp(*r.OpType), items
 }

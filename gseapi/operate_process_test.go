@@ -43,8 +43,9 @@ func TestDecodeSeedExample(t *testing.T) {
 	if it.Key() != "1:2:10.0.0.1:gse:proc-test" {
 		t.Fatalf("key %q", it.Key())
 	}
-	if it.Spec.PidPath != "/data/gse/proc-test.pid" || it.Spec.ProcName != "proc-test" || it.Spec.Labels["proc_name"] != "proc-test" {
-		t.Fatalf("spec %+v", it.Spec)
+	// operate_process acts on the spec registered for meta on each host.
+	if it.Spec != nil {
+		t.Fatalf("spec %+v, want nil", it.Spec)
 	}
 }
 
@@ -88,7 +89,7 @@ func TestDecodeRejects(t *testing.T) {
 		{"namespace dotdot", `{"meta":{"namespace":"..","name":"p"},"hosts":[` + host + `],"op_type":2}`, "meta.namespace"},
 		{"name with newline", `{"meta":{"namespace":"gse","name":"a\nb"},"hosts":[` + host + `],"op_type":2}`, "meta.name"},
 		{"name too long", `{"meta":{"namespace":"gse","name":"` + strings.Repeat("x", 129) + `"},"hosts":[` + host + `],"op_type":2}`, "meta.name"},
-		{"labels wrong type", `{"meta":{"namespace":"gse","name":"p","labels":{"a":1}},"hosts":[` + host + `],"op_type":2}`, "meta.labels"},
+		{"labels wrong type", `{"meta":{"namespace":"gse","name":"p","labels":{"a":1}},"hosts":[` + host + `],"op_type":2}`, "meta.labels.a"},
 		{"hosts missing", `{` + meta + `,"op_type":2}`, "hosts"},
 		{"hosts empty", `{` + meta + `,"hosts":[],"op_type":2}`, "hosts"},
 		{"hosts not array", `{` + meta + `,"hosts":{},"op_type":2}`, "hosts"},
@@ -96,7 +97,7 @@ func TestDecodeRejects(t *testing.T) {
 		{"ip bad", `{` + meta + `,"hosts":[{"ip":"10.0.0.300","bk_cloud_id":0,"bk_supplier_id":0}],"op_type":2}`, "hosts[0].ip"},
 		{"cloud missing", `{` + meta + `,"hosts":[{"ip":"10.0.0.1","bk_supplier_id":0}],"op_type":2}`, "hosts[0].bk_cloud_id"},
 		{"cloud negative", `{` + meta + `,"hosts":[{"ip":"10.0.0.1","bk_cloud_id":-1,"bk_supplier_id":0}],"op_type":2}`, "hosts[0].bk_cloud_id"},
-		{"cloud string", `{` + meta + `,"hosts":[{"ip":"10.0.0.1","bk_cloud_id":"0","bk_supplier_id":0}],"op_type":2}`, "hosts.bk_cloud_id"},
+		{"cloud string", `{` + meta + `,"hosts":[{"ip":"10.0.0.1","bk_cloud_id":"0","bk_supplier_id":0}],"op_type":2}`, "hosts[0].bk_cloud_id"},
 		{"supplier missing", `{` + meta + `,"hosts":[{"ip":"10.0.0.1","bk_cloud_id":0}],"op_type":2}`, "hosts[0].bk_supplier_id"},
 		{"duplicate host", `{` + meta + `,"hosts":[` + host + `,` + host + `],"op_type":2}`, "hosts[1]"},
 		{"op_type missing", `{` + meta + `,"hosts":[` + host + `]}`, "op_type"},

@@ -71,4 +71,21 @@ func HostOpDeadline(op proc.OpType, s proc.Spec) time.Duration {
 
 // HeartbeatTimeout lets a lost worker's activity be retried elsewhere soon,
 // instead of after its full StartToClose.
-const HeartbeatTimeout = 20 * time.Second
+const HeartbeatTimeout = 10 * time.Second
+
+// ChunkSize is the most items one Operate workflow handles itself; larger
+// tasks split into child workflows of this size. It keeps each history far
+// from the server's event and size limits.
+const ChunkSize = 500
+
+// TaskBackstop bounds how long an Operate workflow waits for a host's reply
+// when the host side never answers (its own deadlines normally end it).
+const TaskBackstop = 2 * time.Hour
+
+// StartCheckSpan says how long a start was watched, for messages.
+func StartCheckSpan(s proc.Spec) time.Duration {
+	if s.StartCheckEnd > s.StartCheck {
+		return s.StartCheckEnd
+	}
+	return s.StartCheck
+}

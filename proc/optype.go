@@ -14,6 +14,13 @@ const (
 	OpRestart    OpType = 7
 	OpReload     OpType = 8
 	OpKill       OpType = 9
+
+	// Registry ops, drover's own numbers outside GSE's op_type range: what
+	// register_proc_info, update_proc_info, unregister_proc_info and seed
+	// 003's register/unregister become.
+	OpSpecRegister   OpType = 100
+	OpSpecUpdate     OpType = 101
+	OpSpecUnregister OpType = 102
 )
 
 var opNames = map[OpType]string{
@@ -21,11 +28,21 @@ var opNames = map[OpType]string{
 	OpUnregister: "unregister", OpRestart: "restart", OpReload: "reload", OpKill: "kill",
 }
 
+var specOpNames = map[OpType]string{
+	OpSpecRegister: "register_proc_info", OpSpecUpdate: "update_proc_info", OpSpecUnregister: "unregister_proc_info",
+}
+
 // Valid reports whether the op_type is one GSE documents.
 func (o OpType) Valid() bool { _, ok := opNames[o]; return ok }
 
+// IsSpecOp reports whether the op changes the registry rather than a process.
+func (o OpType) IsSpecOp() bool { _, ok := specOpNames[o]; return ok }
+
 func (o OpType) String() string {
 	if n, ok := opNames[o]; ok {
+		return n
+	}
+	if n, ok := specOpNames[o]; ok {
 		return n
 	}
 	return fmt.Sprintf("op_type(%d)", int(o))

@@ -76,7 +76,9 @@ func ParseResultKey(key string) (Target, ProcessID, error) {
 type Item struct {
 	Target  Target    `json:"target"`
 	Process ProcessID `json:"process"`
-	Spec    Spec      `json:"spec"`
+	// Spec is given inline by operate_proc and the registry requests; nil
+	// means "the spec registered for Process on that host".
+	Spec *Spec `json:"spec,omitempty"`
 }
 
 // Key is the item's documented result key.

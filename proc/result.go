@@ -69,9 +69,9 @@ type StatusContent struct {
 // Registration is what the registry knows of a process beyond its spec; the
 // zero value means "not registered / never started by drover".
 type Registration struct {
-	Managed       bool
-	RegisterTime  int64
-	LastStartTime int64
+	Managed       bool  `json:"managed"`
+	RegisterTime  int64 `json:"register_time"`
+	LastStartTime int64 `json:"last_start_time"`
 }
 
 // StatusExtras are status fields that come from optional commands.

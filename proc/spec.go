@@ -55,10 +55,14 @@ type Spec struct {
 	CPULimit float64 `json:"cpu_lmt,omitempty"` // percent of the whole host, 0 = none
 	MemLimit float64 `json:"mem_lmt,omitempty"` // percent of host memory, 0 = none
 
-	AutoType      AutoType      `json:"auto_type"`
-	CycleTime     time.Duration `json:"cycle_time,omitempty"`
-	CrontabRule   string        `json:"crontab_rule,omitempty"`
+	AutoType    AutoType      `json:"auto_type"`
+	CycleTime   time.Duration `json:"cycle_time,omitempty"`
+	CrontabRule string        `json:"crontab_rule,omitempty"`
+	// StartCheck is when, after a start, liveness is first checked
+	// (start_check_secs, start_check_begin_time); StartCheckEnd, when set
+	// and later, is until when the process must stay alive to pass.
 	StartCheck    time.Duration `json:"start_check,omitempty"`
+	StartCheckEnd time.Duration `json:"start_check_end,omitempty"`
 	StopCheck     time.Duration `json:"stop_check,omitempty"`
 	StartRetries  int           `json:"start_retries,omitempty"`
 	StartInterval time.Duration `json:"start_interval,omitempty"`

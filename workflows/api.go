@@ -1,25 +1,53 @@
-// Package workflows fans each op out over hosts and reports per-host results.
-// Workflow code is deterministic; every decision it takes comes from policies.
+// Package workflows fans each op out over hosts and owns each host's process
+// registry. Workflow code is deterministic; its decisions come from policies.
+//
+// Two kinds of workflow:
+//   - Operate, one per request, ID = the GSE task id. It hands every item to
+//     its host's workflow and collects the replies. Past ChunkSize items it
+//     splits into child Operate workflows, so no workflow holds more than
+//     ChunkSize hosts' worth of events.
+//   - Host, one per host, ID = host:<bk_cloud_id>:<ip>. It owns the host's
+//     registry and runs the host's ops one at a time, so two ops on the same
+//     process never interleave: they are serial by construction.
 package workflows
 
 import (
+	"fmt"
+
 	"github.com/drover-sh/drover/proc"
 )
 
 const (
 	// TaskQueue is the default queue workers poll.
 	TaskQueue = "drover"
-	// OperateWorkflowName is the registered name of the op fan-out.
+
 	OperateWorkflowName = "Operate"
-	// ProgressQuery returns every host's result so far, pending ones as 115.
+	HostWorkflowName    = "Host"
+
+	// ProgressQuery (Operate) returns every host's result so far, pending
+	// ones as 115.
 	ProgressQuery = "progress"
+	// RegistryQuery (Host) returns the host's registered processes.
+	RegistryQuery = "registry"
+
+	// OpSignal (to Host) carries a HostRequest.
+	OpSignal = "op"
+	// ReplySignal (to Operate) carries a HostReply.
+	ReplySignal = "reply"
 )
+
+// HostWorkflowID names a host's workflow.
+func HostWorkflowID(h proc.HostID) string { return fmt.Sprintf("host:%d:%s", h.CloudID, h.IP) }
 
 // OperateInput is one request: an op over items. It never carries secrets.
 type OperateInput struct {
 	TaskID string      `json:"task_id"`
 	Op     proc.OpType `json:"op_type"`
 	Items  []proc.Item `json:"items"`
+	// Manage marks processes managed when they are registered (seed 003).
+	Manage bool `json:"manage,omitempty"`
+	// Offset is the index of Items[0] in the whole task, for chunks.
+	Offset int `json:"offset,omitempty"`
 }
 
 // KeyedResult is one host's result under its result key.
@@ -28,10 +56,52 @@ type KeyedResult struct {
 	proc.HostResult
 }
 
-// OperateResult is the workflow's result and its progress query answer.
+// OperateResult is the workflow's result and its progress query answer. A
+// task split into chunks lists the chunk workflows instead of results.
 type OperateResult struct {
 	TaskID  string        `json:"task_id"`
 	Done    int           `json:"done"`
 	Total   int           `json:"total"`
-	Results []KeyedResult `json:"results"`
+	Results []KeyedResult `json:"results,omitempty"`
+	Chunks  []string      `json:"chunks,omitempty"`
+}
+
+// HostRequest asks a host's workflow to run one op on one process.
+type HostRequest struct {
+	// RequestID is unique per task item, so a re-sent request runs once.
+	RequestID string         `json:"request_id"`
+	ReplyTo   string         `json:"reply_to"`
+	Index     int            `json:"index"`
+	Op        proc.OpType    `json:"op_type"`
+	Target    proc.Target    `json:"target"`
+	Process   proc.ProcessID `json:"process"`
+	Spec      *proc.Spec     `json:"spec,omitempty"`
+	Manage    bool           `json:"manage,omitempty"`
+}
+
+// HostReply is a host's answer to one HostRequest.
+type HostReply struct {
+	Index  int             `json:"index"`
+	Result proc.HostResult `json:"result"`
+}
+
+// Entry is one registered process on a host.
+type Entry struct {
+	Process proc.ProcessID `json:"process"`
+	Spec    proc.Spec      `json:"spec"`
+	proc.Registration
+	// StartTicks and Pid identify the incarnation drover last started or
+	// saw, so a reused pid is never taken for it.
+	StartTicks uint64 `json:"start_ticks,omitempty"`
+	Pid        int    `json:"pid,omitempty"`
+}
+
+// HostState is a host workflow's whole state; it is also the input of
+// its continue-as-new.
+type HostState struct {
+	Host    proc.HostID   `json:"host"`
+	Entries []Entry       `json:"entries"`
+	Queue   []HostRequest `json:"queue,omitempty"`
+	// Seen holds recent request ids, oldest first, to drop re-sent requests.
+	Seen []string `json:"seen,omitempty"`
 }

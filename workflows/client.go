@@ -4,10 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
+
+	"github.com/drover-sh/drover/gseapi"
+	"github.com/drover-sh/drover/proc"
 )
 
 // ErrTaskNotFound means no workflow has the task id.
@@ -34,8 +38,38 @@ func WaitOperate(ctx context.Context, c client.Client, taskID string) (OperateRe
 }
 
 // FetchOperate returns the task's results: final ones when it has finished,
-// else progress so far with unfinished hosts at 115.
+// else progress so far with unfinished hosts at 115. A task split into
+// chunks is read chunk by chunk and merged.
 func FetchOperate(ctx context.Context, c client.Client, taskID string) (OperateResult, error) {
+	out, err := fetchOne(ctx, c, taskID)
+	if err != nil || len(out.Chunks) == 0 {
+		return out, err
+	}
+	merged := OperateResult{TaskID: out.TaskID, Total: out.Total}
+	for _, id := range out.Chunks {
+		part, err := fetchOne(ctx, c, id)
+		if errors.Is(err, ErrTaskNotFound) {
+			continue // not started yet: its hosts are missing, which callers read as 115
+		}
+		if err != nil {
+			return out, err
+		}
+		merged.Done += part.Done
+		merged.Results = append(merged.Results, part.Results...)
+	}
+	return merged, nil
+}
+
+// WaitOperateAll waits for the task and returns every host's result, merged
+// across chunks.
+func WaitOperateAll(ctx context.Context, c client.Client, taskID string) (OperateResult, error) {
+	if _, err := WaitOperate(ctx, c, taskID); err != nil {
+		return OperateResult{}, err
+	}
+	return FetchOperate(ctx, c, taskID)
+}
+
+func fetchOne(ctx context.Context, c client.Client, taskID string) (OperateResult, error) {
 	desc, err := c.DescribeWorkflowExecution(ctx, taskID, "")
 	if err != nil {
 		var nf *serviceerror.NotFound
@@ -53,4 +87,47 @@ func FetchOperate(ctx context.Context, c client.Client, taskID string) (OperateR
 		return out, v.Get(&out)
 	}
 	return WaitOperate(ctx, c, taskID)
+}
+
+// Engine runs GSE tasks as Operate workflows; it implements gseapi.Engine.
+type Engine struct {
+	Client    client.Client
+	TaskQueue string
+	// Now stamps task ids; nil means time.Now.
+	Now func() time.Time
+}
+
+// Start begins a task under a new task id.
+func (e *Engine) Start(ctx context.Context, t *gseapi.Task) (string, error) {
+	now := time.Now
+	if e.Now != nil {
+		now = e.Now
+	}
+	in := OperateInput{TaskID: gseapi.NewTaskID(now()), Op: t.Op, Items: t.Items, Manage: t.Manage}
+	if err := StartOperate(ctx, e.Client, e.TaskQueue, in); err != nil {
+		return "", fmt.Errorf("%w: %v", gseapi.ErrUnavailable, err)
+	}
+	return in.TaskID, nil
+}
+
+// Results returns a task's per-key results.
+func (e *Engine) Results(ctx context.Context, taskID string, wait bool) (map[string]proc.HostResult, error) {
+	var res OperateResult
+	var err error
+	if wait {
+		res, err = WaitOperateAll(ctx, e.Client, taskID)
+	} else {
+		res, err = FetchOperate(ctx, e.Client, taskID)
+	}
+	if errors.Is(err, ErrTaskNotFound) {
+		return nil, fmt.Errorf("%w: %s", gseapi.ErrTaskNotFound, taskID)
+	}
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string]proc.HostResult, len(res.Results))
+	for _, r := range res.Results {
+		out[r.Key] = r.HostResult
+	}
+	return out, nil
 }

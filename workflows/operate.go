@@ -2,25 +2,27 @@ package workflows
 
 import (
 	"errors"
+	"fmt"
 	"time"
 
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
-	"github.com/drover-sh/drover/activities"
 	"github.com/drover-sh/drover/policies"
 	"github.com/drover-sh/drover/proc"
 )
 
-// operation is the workflow's state: one slot per item, filled as hosts finish.
+// operation is an Operate workflow's state: one slot per item, filled as
+// host replies arrive.
 type operation struct {
 	in      OperateInput
 	results []proc.HostResult
 	done    int
+	chunks  []string
 }
 
-// Operate runs one op over every item, at most policies.MaxInFlight hosts at
-// a time, and never fails because a host did: each host ends with a code.
+// Operate runs one op over every item and never fails because a host did:
+// each host ends with a code.
 func Operate(ctx workflow.Context, in OperateInput) (OperateResult, error) {
 	op := &operation{in: in, results: make([]proc.HostResult, len(in.Items))}
 	for i := range op.results {
@@ -31,55 +33,107 @@ func Operate(ctx workflow.Context, in OperateInput) (OperateResult, error) {
 	}); err != nil {
 		return OperateResult{}, err
 	}
-	op.run(ctx)
+	if len(in.Items) > policies.ChunkSize {
+		op.runChunks(ctx)
+	} else {
+		op.runItems(ctx)
+	}
 	return op.snapshot(), nil
 }
 
-func (op *operation) run(ctx workflow.Context) {
-	sel := workflow.NewSelector(ctx)
-	inFlight := 0
-	for i := range op.in.Items {
-		if inFlight >= policies.MaxInFlight {
-			sel.Select(ctx)
-			inFlight--
-		}
-		i := i
-		fut := op.start(ctx, i)
-		inFlight++
-		sel.AddFuture(fut, func(f workflow.Future) {
-			var res proc.HostResult
-			if err := f.Get(ctx, &res); err != nil {
-				res = activityFailure(err)
-			}
-			op.results[i] = res
-			op.done++
-		})
+// runChunks splits a large task into child Operate workflows of at most
+// ChunkSize items, so each history stays small.
+func (op *operation) runChunks(ctx workflow.Context) {
+	self := workflow.GetInfo(ctx).WorkflowExecution.ID
+	var futs []workflow.ChildWorkflowFuture
+	for start := 0; start < len(op.in.Items); start += policies.ChunkSize {
+		end := min(start+policies.ChunkSize, len(op.in.Items))
+		id := fmt.Sprintf("%s/chunk-%d", self, len(op.chunks))
+		op.chunks = append(op.chunks, id)
+		cctx := workflow.WithChildOptions(ctx, workflow.ChildWorkflowOptions{WorkflowID: id})
+		futs = append(futs, workflow.ExecuteChildWorkflow(cctx, Operate, OperateInput{
+			TaskID: op.in.TaskID, Op: op.in.Op, Manage: op.in.Manage,
+			Items: op.in.Items[start:end], Offset: op.in.Offset + start,
+		}))
 	}
-	for ; inFlight > 0; inFlight-- {
-		sel.Select(ctx)
+	for n, f := range futs {
+		var res OperateResult
+		start := n * policies.ChunkSize
+		if err := f.Get(ctx, &res); err != nil {
+			for i := start; i < min(start+policies.ChunkSize, len(op.results)); i++ {
+				op.results[i] = proc.Fail(proc.CodeInternal, "chunk %s failed: %v", op.chunks[n], err)
+			}
+			op.done += min(policies.ChunkSize, len(op.results)-start)
+			continue
+		}
+		op.done += res.Done
 	}
 }
 
-func (op *operation) start(ctx workflow.Context, i int) workflow.Future {
-	item := op.in.Items[i]
-	spec := policies.WithDefaults(item.Spec)
-	actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
-		StartToCloseTimeout: policies.HostOpDeadline(op.in.Op, spec),
+// runItems hands each item to its host's workflow and waits for replies.
+func (op *operation) runItems(ctx workflow.Context) {
+	self := workflow.GetInfo(ctx).WorkflowExecution.ID
+	replies := workflow.GetSignalChannel(ctx, ReplySignal)
+	dctx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		StartToCloseTimeout: 5 * time.Minute,
 		HeartbeatTimeout:    policies.HeartbeatTimeout,
-		RetryPolicy: &temporal.RetryPolicy{
-			InitialInterval:    time.Second,
-			BackoffCoefficient: 2,
-			MaximumAttempts:    3,
-		},
+		RetryPolicy:         &temporal.RetryPolicy{InitialInterval: time.Second, MaximumAttempts: 5},
 	})
-	var a *activities.Activities
-	return workflow.ExecuteActivity(actx, a.HostOp, activities.HostOpInput{
-		TaskID: op.in.TaskID, Op: op.in.Op, Target: item.Target, Process: item.Process, Spec: item.Spec,
-	})
+	var d *Dispatcher
+	var sent DispatchOutput
+	if err := workflow.ExecuteActivity(dctx, d.Dispatch, DispatchInput{
+		ReplyTo: self, TaskID: op.in.TaskID, Op: op.in.Op, Manage: op.in.Manage,
+		Items: op.in.Items, Offset: op.in.Offset,
+	}).Get(ctx, &sent); err != nil {
+		op.failPending(proc.CodeInternal, fmt.Sprintf("could not hand the op to the hosts: %v", err))
+		return
+	}
+	for _, r := range sent.Answered {
+		op.set(r.Index-op.in.Offset, r.Result)
+	}
+	for _, i := range sent.Undelivered {
+		op.set(i, proc.Fail(proc.CodeInternal, "could not hand the op to host workflow %s", HostWorkflowID(op.in.Items[i].Target.HostID())))
+	}
+	// A backstop only: every host op has its own deadline on the host side.
+	timedOut := false
+	timer := workflow.NewTimer(ctx, policies.TaskBackstop)
+	for op.done < len(op.in.Items) && !timedOut {
+		sel := workflow.NewSelector(ctx)
+		sel.AddReceive(replies, func(c workflow.ReceiveChannel, _ bool) {
+			var r HostReply
+			c.Receive(ctx, &r)
+			op.set(r.Index-op.in.Offset, r.Result)
+		})
+		sel.AddFuture(timer, func(workflow.Future) { timedOut = true })
+		sel.Select(ctx)
+	}
+	if timedOut {
+		op.failPending(proc.CodeTimeout, fmt.Sprintf("no reply from the host within %s", policies.TaskBackstop))
+	}
+}
+
+func (op *operation) set(i int, r proc.HostResult) {
+	if i < 0 || i >= len(op.results) || op.results[i].Code != proc.CodeRunning {
+		return // a duplicate or stray reply
+	}
+	op.results[i] = r
+	op.done++
+}
+
+func (op *operation) failPending(code proc.Code, msg string) {
+	for i := range op.results {
+		if op.results[i].Code == proc.CodeRunning {
+			op.set(i, proc.HostResult{Code: code, Message: msg})
+		}
+	}
 }
 
 func (op *operation) snapshot() OperateResult {
 	out := OperateResult{TaskID: op.in.TaskID, Done: op.done, Total: len(op.in.Items)}
+	if len(op.chunks) > 0 {
+		out.Chunks = op.chunks
+		return out
+	}
 	out.Results = make([]KeyedResult, len(op.in.Items))
 	for i, it := range op.in.Items {
 		out.Results[i] = KeyedResult{Key: it.Key(), HostResult: op.results[i]}

@@ -7,8 +7,10 @@ import (
 	"github.com/drover-sh/drover/activities"
 )
 
-// Register puts drover's workflows and the host activities on a worker.
-func Register(w worker.Worker, acts *activities.Activities) {
+// Register puts drover's workflows and activities on a worker.
+func Register(w worker.Worker, acts *activities.Activities, d *Dispatcher) {
 	w.RegisterWorkflowWithOptions(Operate, workflow.RegisterOptions{Name: OperateWorkflowName})
+	w.RegisterWorkflowWithOptions(Host, workflow.RegisterOptions{Name: HostWorkflowName})
 	w.RegisterActivity(acts)
+	w.RegisterActivity(d)
 }

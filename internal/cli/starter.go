@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -16,7 +17,6 @@ import (
 
 	"github.com/drover-sh/drover/gseapi"
 	"github.com/drover-sh/drover/internal/config"
-	"github.com/drover-sh/drover/proc"
 	"github.com/drover-sh/drover/workflows"
 )
 
@@ -86,7 +86,7 @@ func newAPICommand() *cobra.Command {
 		Short: "Call a GSE API by name with its documented JSON body",
 		Long: "Call a GSE API by name. The body is the documented request JSON, verbatim;\n" +
 			"the output is the documented response JSON.\n\n" +
-			"APIs: operate_process, get_proc_operate_result",
+			"APIs: " + strings.Join(gseapi.APIs, ", "),
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			body, err := readBody(cmd, f.file)
@@ -132,44 +132,35 @@ func readBody(cmd *cobra.Command, file string) ([]byte, error) {
 }
 
 func callAPI(ctx context.Context, cmd *cobra.Command, cfg config.Config, name string, body []byte, f apiFlags) error {
-	switch name {
-	case "operate_process":
-		req, err := gseapi.DecodeOperateProcess(body)
-		if err != nil {
+	// Decode before dialling: a bad request never reaches Temporal.
+	if name != gseapi.APIGetProcOperateResult {
+		if _, err := gseapi.DecodeTask(name, body); err != nil {
 			return reject(cmd, err)
 		}
-		op, items := req.Items()
-		in := workflows.OperateInput{TaskID: gseapi.NewTaskID(time.Now()), Op: op, Items: items}
-		c, err := dial(cfg)
-		if err != nil {
-			return err
-		}
-		defer c.Close()
-		if err := workflows.StartOperate(ctx, c, cfg.TaskQueue, in); err != nil {
-			return &ExitError{Code: ExitUnavailable, Err: fmt.Errorf("start task: %w", err)}
-		}
-		if !f.wait {
-			return printJSON(cmd, gseapi.OK(gseapi.TaskData{TaskID: in.TaskID}))
-		}
-		res, err := workflows.WaitOperate(ctx, c, in.TaskID)
-		if err != nil {
-			return &ExitError{Code: ExitUnavailable, Err: fmt.Errorf("wait for %s: %w", in.TaskID, err)}
-		}
-		return printResult(cmd, res)
-	case "get_proc_operate_result":
-		var req struct {
-			gseapi.Caller
-			TaskID string `json:"task_id"`
-		}
-		if err := json.Unmarshal(body, &req); err != nil {
-			return reject(cmd, &gseapi.FieldError{Field: "(body)", Rule: err.Error()})
-		}
-		if err := gseapi.ValidTaskID(req.TaskID); err != nil {
-			return reject(cmd, err)
-		}
-		return fetchResult(ctx, cmd, cfg, req.TaskID)
 	}
-	return reject(cmd, &gseapi.FieldError{Field: "NAME", Rule: fmt.Sprintf("%q is not a known API (operate_process, get_proc_operate_result)", name)})
+	c, err := dial(cfg)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	resp, outcome := gseapi.Call(ctx, &workflows.Engine{Client: c, TaskQueue: cfg.TaskQueue}, name, body, f.wait)
+	return finish(cmd, resp, outcome)
+}
+
+// finish prints the response and maps the outcome to the exit code.
+func finish(cmd *cobra.Command, resp gseapi.Response, outcome gseapi.Outcome) error {
+	if err := printJSON(cmd, resp); err != nil {
+		return err
+	}
+	switch outcome {
+	case gseapi.OutcomeOK:
+		return nil
+	case gseapi.OutcomeHostsFailed:
+		return &ExitError{Code: ExitHostsFailed}
+	case gseapi.OutcomeUnavailable:
+		return &ExitError{Code: ExitUnavailable, Err: errors.New(resp.Message)}
+	}
+	return &ExitError{Code: ExitBadRequest, Err: errors.New(resp.Message)}
 }
 
 func newResultCommand() *cobra.Command {
@@ -196,15 +187,9 @@ func fetchResult(ctx context.Context, cmd *cobra.Command, cfg config.Config, tas
 		return err
 	}
 	defer c.Close()
-	res, err := workflows.FetchOperate(ctx, c, taskID)
-	if errors.Is(err, workflows.ErrTaskNotFound) {
-		_ = printJSON(cmd, gseapi.Failure(gseapi.CodeTaskNotFound, err))
-		return &ExitError{Code: ExitBadRequest}
-	}
-	if err != nil {
-		return &ExitError{Code: ExitUnavailable, Err: err}
-	}
-	return printResult(cmd, res)
+	body, _ := json.Marshal(map[string]string{"task_id": taskID})
+	resp, outcome := gseapi.Call(ctx, &workflows.Engine{Client: c, TaskQueue: cfg.TaskQueue}, gseapi.APIGetProcOperateResult, body, false)
+	return finish(cmd, resp, outcome)
 }
 
 func dial(cfg config.Config) (client.Client, error) {
@@ -219,24 +204,6 @@ func dial(cfg config.Config) (client.Client, error) {
 func reject(cmd *cobra.Command, err error) error {
 	_ = printJSON(cmd, gseapi.Failure(0, err))
 	return &ExitError{Code: ExitBadRequest, Err: err}
-}
-
-func printResult(cmd *cobra.Command, res workflows.OperateResult) error {
-	m := make(map[string]proc.HostResult, len(res.Results))
-	failed := false
-	for _, r := range res.Results {
-		m[r.Key] = r.HostResult
-		if r.Code != proc.CodeSuccess {
-			failed = true
-		}
-	}
-	if err := printJSON(cmd, gseapi.OK(gseapi.ResultData(m))); err != nil {
-		return err
-	}
-	if failed {
-		return &ExitError{Code: ExitHostsFailed}
-	}
-	return nil
 }
 
 func printJSON(cmd *cobra.Command, v any) error {

@@ -13,16 +13,20 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 	"gopkg.in/yaml.v3"
 
+	"github.com/drover-sh/drover/gseapi"
 	"github.com/drover-sh/drover/internal/cli"
 	"github.com/drover-sh/drover/internal/config"
 	"github.com/drover-sh/drover/internal/testbed"
+	"github.com/drover-sh/drover/proc"
 	"github.com/drover-sh/drover/workflows"
 )
 
@@ -48,6 +52,30 @@ func TestMain(m *testing.M) {
 
 var queueSeq atomic.Int64
 
+var (
+	workerOnce sync.Once
+	workerBin  string
+	workerErr  error
+)
+
+// dial opens a client of the test's own, independent of any worker.
+func (e *env) dial(t *testing.T) client.Client {
+	t.Helper()
+	c, err := client.Dial(client.Options{HostPort: e.cfg.TemporalAddress, Logger: quietLog{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	return c
+}
+
+type quietLog struct{}
+
+func (quietLog) Debug(string, ...any) {}
+func (quietLog) Info(string, ...any)  {}
+func (quietLog) Warn(string, ...any)  {}
+func (quietLog) Error(string, ...any) {}
+
 type env struct {
 	t      *testing.T
 	bed    *testbed.Bed
@@ -70,6 +98,8 @@ func newEnv(t *testing.T, hosts int) *env {
 		LogFormat:         "text",
 		LogLevel:          "error",
 	}
+	e.client = e.dial(t)
+	t.Cleanup(e.endHostWorkflows)
 	return e
 }
 
@@ -81,8 +111,52 @@ func (e *env) startWorker() {
 	if err != nil {
 		e.t.Fatalf("start worker: %v", err)
 	}
-	e.worker, e.client = w, w.Client
+	e.worker = w
 	e.t.Cleanup(w.Stop)
+}
+
+// endHostWorkflows terminates the host workflows this test's queue started:
+// test-bed addresses are reused by later tests, whose host workflows must
+// start afresh on their own queue.
+func (e *env) endHostWorkflows() {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	q := fmt.Sprintf("WorkflowType = '%s' AND ExecutionStatus = 'Running' AND TaskQueue = '%s'", workflows.HostWorkflowName, e.cfg.TaskQueue)
+	var token []byte
+	for {
+		resp, err := e.client.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{Query: q, NextPageToken: token})
+		if err != nil {
+			e.t.Logf("list host workflows: %v", err)
+			return
+		}
+		for _, ex := range resp.Executions {
+			_ = e.client.TerminateWorkflow(ctx, ex.Execution.WorkflowId, "", "test finished")
+		}
+		if token = resp.NextPageToken; len(token) == 0 {
+			return
+		}
+	}
+}
+
+// register stores spec for (ns, name) on each host, as register_proc_info does.
+func (e *env) register(ns, name string, spec proc.Spec, targets ...proc.Target) {
+	e.t.Helper()
+	items := make([]proc.Item, len(targets))
+	for i, tg := range targets {
+		s := spec
+		items[i] = proc.Item{Target: tg, Process: proc.ProcessID{Namespace: ns, Name: name}, Spec: &s}
+	}
+	res := e.runOperate(workflows.OperateInput{TaskID: gseapi.NewTaskID(time.Now()), Op: proc.OpSpecRegister, Items: items})
+	for _, r := range res.Results {
+		if r.Code != proc.CodeSuccess {
+			e.t.Fatalf("register %s: %+v", r.Key, r.HostResult)
+		}
+	}
+}
+
+// sampleSpec is the spec of a sample started by testbed.Host.StartSample.
+func sampleSpec(ns, name string) proc.Spec {
+	return proc.Spec{ProcName: name, SetupPath: "/data/" + ns, PidPath: "/data/" + ns + "/" + name + ".pid"}
 }
 
 // writeInventory replaces the worker's inventory with hosts (maps in the
@@ -203,9 +277,11 @@ func (e *env) runOperate(in workflows.OperateInput) workflows.OperateResult {
 	if err := workflows.StartOperate(ctx, e.client, e.cfg.TaskQueue, in); err != nil {
 		e.t.Fatal(err)
 	}
-	res, err := workflows.WaitOperate(ctx, e.client, in.TaskID)
+	res, err := workflows.WaitOperateAll(ctx, e.client, in.TaskID)
 	if err != nil {
 		e.t.Fatal(err)
 	}
 	return res
 }
+
+func jsonUnmarshal(s string, v any) error { return json.Unmarshal([]byte(s), v) }

@@ -27,8 +27,9 @@ func TestStatusRunningAndStalePid(t *testing.T) {
 		}
 		pids[host.IP] = pid
 	}
+	e.register("gse", "proc-test", sampleSpec("gse", "proc-test"), proc.Target{IP: h[0].IP}, proc.Target{IP: h[1].IP}, proc.Target{IP: h[2].IP})
 	// Host 2's pid file names a live pid of another program.
-	if _, err := h[2].Exec(`mkdir -p /data/gse && setsid sleep 3600 </dev/null >/dev/null 2>&1 & echo $! > /data/gse/proc-test.pid`); err != nil {
+	if _, err := h[2].Exec(`mkdir -p /data/gse; setsid sleep 3600 </dev/null >/dev/null 2>&1 & echo $! > /data/gse/proc-test.pid`); err != nil {
 		t.Fatal(err)
 	}
 
@@ -76,6 +77,7 @@ func TestStatusFailuresStayPerHost(t *testing.T) {
 		}
 	}
 	e.startWorker()
+	e.register("gse", "svc", sampleSpec("gse", "svc"), proc.Target{IP: h[0].IP}, proc.Target{IP: h[1].IP}, proc.Target{IP: h[2].IP}, proc.Target{IP: h[3].IP})
 	if err := h[1].Stop(); err != nil {
 		t.Fatal(err)
 	}
@@ -119,6 +121,7 @@ func TestStatusRefusesChangedHostKey(t *testing.T) {
 		}
 	}
 	e.startWorker()
+	e.register("gse", "svc", sampleSpec("gse", "svc"), proc.Target{IP: h[0].IP}, proc.Target{IP: h[1].IP})
 	if err := h[0].RotateHostKey(); err != nil {
 		t.Fatal(err)
 	}
@@ -153,7 +156,7 @@ func TestStatusAsAccountThroughSudo(t *testing.T) {
 		return proc.Item{
 			Target:  proc.Target{IP: h.IP},
 			Process: proc.ProcessID{Namespace: "app", Name: "worker"},
-			Spec:    proc.Spec{ProcName: "worker", PidPath: "/data/app/worker.pid", Account: account},
+			Spec:    &proc.Spec{ProcName: "worker", SetupPath: "/data/app", PidPath: "/data/app/worker.pid", Account: account},
 		}
 	}
 	res := e.runOperate(workflows.OperateInput{TaskID: gseapi.NewTaskID(time.Now()), Op: proc.OpStatus, Items: []proc.Item{item("drover-app")}})
@@ -184,6 +187,7 @@ func TestStatusThroughBastion(t *testing.T) {
 		{"ip": "10.3.0.7", "bk_cloud_id": 3, "bk_supplier_id": 0, "address": inner.IP},
 	}, map[string]any{"3": map[string]any{"bastion": "root@" + jump.IP + ":22"}})
 	e.startWorker()
+	e.register("gse", "svc", sampleSpec("gse", "svc"), proc.Target{CloudID: 3, IP: "10.3.0.7"})
 
 	req := statusRequest("gse", "svc", [2]any{3, "10.3.0.7"})
 	out, errOut, code := e.starter(req, "api", "operate_process", "--wait")

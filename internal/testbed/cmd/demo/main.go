@@ -93,12 +93,19 @@ func run(bin, dir string, nHosts int, once bool) error {
 		fmt.Printf("    started %s on %s, pid %d\n", procName, h.IP, pid)
 	}
 
+	regPath := filepath.Join(dir, "register-request.json")
 	reqPath := filepath.Join(dir, "status-request.json")
-	if err := writeRequest(reqPath, bed); err != nil {
+	if err := writeRequests(regPath, reqPath, bed); err != nil {
 		return err
 	}
+	step("registering %s/%s on every host (register_proc_info): %s", namespace, procName, regPath)
+	out, err := starter(ctx, bin, env, "api", "register_proc_info", "-f", regPath)
+	if err != nil {
+		return err
+	}
+	fmt.Print(out)
 	step("submitting a GSE operate_process status request (op_type 2): %s", reqPath)
-	out, err := starter(ctx, bin, env, "api", "operate_process", "-f", reqPath)
+	out, err = starter(ctx, bin, env, "api", "operate_process", "-f", reqPath)
 	if err != nil {
 		return err
 	}
@@ -205,21 +212,35 @@ func waitResult(ctx context.Context, bin string, env []string, task string) (str
 	}
 }
 
-func writeRequest(path string, bed *testbed.Bed) error {
+// writeRequests writes a register_proc_info request (seed 004's shape) and
+// an operate_process status request (seed 000's) for every host.
+func writeRequests(regPath, statusPath string, bed *testbed.Bed) error {
 	var hosts []map[string]any
 	for _, h := range bed.Hosts {
 		hosts = append(hosts, map[string]any{"ip": h.IP, "bk_cloud_id": 0, "bk_supplier_id": 0})
 	}
-	b, err := json.MarshalIndent(map[string]any{
-		"bk_app_code": "demo", "bk_username": "admin",
-		"meta":    map[string]any{"namespace": namespace, "name": procName, "labels": map[string]string{"proc_name": procName}},
-		"op_type": 2,
-		"hosts":   hosts,
-	}, "", "  ")
-	if err != nil {
-		return err
+	meta := map[string]any{"namespace": namespace, "name": procName, "labels": map[string]string{"proc_name": procName}}
+	dir := "/data/" + namespace
+	reg := map[string]any{
+		"bk_app_code": "demo", "bk_username": "admin", "meta": meta, "hosts": hosts,
+		"spec": map[string]any{
+			"identity":       map[string]any{"proc_name": procName, "setup_path": dir, "pid_path": dir + "/" + procName + ".pid", "user": "root"},
+			"control":        map[string]any{"version_cmd": "echo 1.0.0"},
+			"resource":       map[string]any{"cpu": 30.0, "mem": 10.0},
+			"monitor_policy": map[string]any{"auto_type": 1, "start_check_secs": 5},
+		},
 	}
-	return os.WriteFile(path, b, 0o644)
+	status := map[string]any{"bk_app_code": "demo", "bk_username": "admin", "meta": meta, "op_type": 2, "hosts": hosts}
+	for path, body := range map[string]any{regPath: reg, statusPath: status} {
+		b, err := json.MarshalIndent(body, "", "  ")
+		if err != nil {
+			return err
+		}
+		if err := os.WriteFile(path, b, 0o644); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func printSummary(result string) {

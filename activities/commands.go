@@ -1,0 +1,145 @@
+package activities
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/drover-sh/drover/proc"
+	"github.com/drover-sh/drover/transport"
+)
+
+// trailer ends the output of every control script, so the exit status and
+// whether the op_timeout watchdog fired survive whatever the command printed.
+const trailer = "__drover_rc__"
+
+// controlScript runs cmd (shell by design: *_cmd fields are the caller's
+// shell) in setupPath. The command gets its own session (setsid) and
+// stdio that is not the SSH channel, so daemons it starts outlive the SSH
+// session and never hold the op open. A watchdog kills the command's
+// process group when it runs past timeout; daemons that detached
+// themselves into their own session are left alone.
+func controlScript(setupPath, cmd string, timeout time.Duration) string {
+	secs := int(timeout.Round(time.Second) / time.Second)
+	if secs < 1 {
+		secs = 1
+	}
+	return fmt.Sprintf(`cd %s 2>/dev/null || { printf '%%s\n' "setup_path %%s: cannot cd" %s; printf '%s rc=97 timeout=0\n'; exit 0; }
+out=$(mktemp "${TMPDIR:-/tmp}/drover.XXXXXX") || { printf '%s rc=98 timeout=0\n'; exit 0; }
+setsid sh -c %s </dev/null >"$out" 2>&1 &
+p=$!
+( i=0; while [ $i -lt %d ] && kill -0 $p 2>/dev/null; do sleep 1; i=$((i+1)); done
+  if kill -0 $p 2>/dev/null; then : >"$out.timeout"; kill -KILL -$p 2>/dev/null || kill -KILL $p 2>/dev/null; fi ) </dev/null >/dev/null 2>&1 &
+wait $p; rc=$?
+t=0; [ -e "$out.timeout" ] && t=1
+head -c 4096 "$out"; rm -f "$out" "$out.timeout"
+printf '\n%s rc=%%d timeout=%%d\n' "$rc" "$t"
+`, transport.ShellQuote(setupPath), transport.ShellQuote(setupPath), trailer, trailer, transport.ShellQuote(cmd), secs, trailer)
+}
+
+// controlOutcome is a control script's result.
+type controlOutcome struct {
+	RC       int
+	TimedOut bool
+	Output   string // the command's own output, trimmed
+}
+
+// parseControl reads a control script's output; ok is false when the
+// trailer is missing (the script itself did not finish).
+func parseControl(out string) (controlOutcome, bool) {
+	i := strings.LastIndex(out, trailer+" ")
+	if i < 0 {
+		return controlOutcome{Output: trim(out)}, false
+	}
+	var o controlOutcome
+	for _, f := range strings.Fields(out[i+len(trailer):]) {
+		k, v, _ := strings.Cut(f, "=")
+		n, _ := strconv.Atoi(v)
+		switch k {
+		case "rc":
+			o.RC = n
+		case "timeout":
+			o.TimedOut = n == 1
+		}
+	}
+	o.Output = trim(out[:i])
+	return o, true
+}
+
+// signalScript sends sig to the process group of pid, falling back to the
+// pid alone when the group is the script's own or init's. It first checks
+// that pid is still the incarnation that was probed (its start time), so a
+// reused pid is never signalled. With wait > 0 it then waits up to wait for
+// the process to exit and sends KILL if it has not.
+func signalScript(pid int, startTicks uint64, sig string, wait time.Duration) string {
+	halfSecs := int(wait / (500 * time.Millisecond))
+	return fmt.Sprintf(`pid=%d; want=%d
+st=$(cat /proc/$pid/stat 2>/dev/null) || exit 0
+set -- ${st##*) }
+[ "${20}" = "$want" ] || exit 0
+pg=$3
+mine=$(cut -d' ' -f5 /proc/$$/stat 2>/dev/null)
+if [ "$pg" -gt 1 ] && [ "$pg" != "$mine" ]; then kill -%s -$pg 2>/dev/null || kill -%s $pid; else kill -%s $pid; fi
+i=0
+while [ $i -lt %d ] && kill -0 $pid 2>/dev/null; do sleep 0.5; i=$((i+1)); done
+if [ %d -gt 0 ] && kill -0 $pid 2>/dev/null; then
+  if [ "$pg" -gt 1 ] && [ "$pg" != "$mine" ]; then kill -KILL -$pg 2>/dev/null; fi
+  kill -KILL $pid 2>/dev/null
+fi
+exit 0
+`, pid, startTicks, sig, sig, sig, halfSecs, halfSecs)
+}
+
+// defaultCommand is the job-platform convention for a control command a
+// request did not give: `cd SETUP_PATH && ./VERB.sh PROC_NAME &` for sh.
+func defaultCommand(verb string, spec proc.Spec) string {
+	return fmt.Sprintf("cd %s && ./%s.sh %s &", transport.ShellQuote(spec.SetupPath), verb, transport.ShellQuote(spec.ProcName))
+}
+
+// hasAnyCommand reports whether the spec names any control command; a spec
+// with none follows the job-platform convention for all of them.
+func hasAnyCommand(s proc.Spec) bool {
+	return s.StartCmd != "" || s.StopCmd != "" || s.RestartCmd != "" || s.ReloadCmd != "" || s.KillCmd != ""
+}
+
+// commandFor picks the command for verb: the spec's own, else the
+// job-platform default when the spec gives no commands at all, else "" (the
+// caller then uses signals: stop and kill need no script).
+func commandFor(verb string, s proc.Spec) string {
+	var c string
+	switch verb {
+	case "start":
+		c = s.StartCmd
+	case "stop":
+		c = s.StopCmd
+	case "restart":
+		c = s.RestartCmd
+	case "reload":
+		c = s.ReloadCmd
+	case "kill":
+		c = s.KillCmd
+	}
+	if c != "" {
+		return c
+	}
+	if !hasAnyCommand(s) {
+		return defaultCommand(verb, s)
+	}
+	if verb == "start" {
+		// A spec with other commands but no start_cmd still starts by the
+		// convention: there is nothing else to start it with.
+		return defaultCommand(verb, s)
+	}
+	return ""
+}
+
+// trim keeps command output short enough for error_msg.
+func trim(s string) string {
+	const max = 1024
+	s = strings.TrimSpace(s)
+	if len(s) > max {
+		s = s[:max] + "..."
+	}
+	return s
+}

@@ -1,0 +1,157 @@
+package gseapi
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/drover-sh/drover/proc"
+)
+
+// fuzzSeeds are the seed documents' examples (when present) and the bases
+// of the table tests.
+func fuzzSeeds(f *testing.F) [][]byte {
+	periodic := edit(f, edit(f, regBase, "spec.monitor_policy.auto_type", 0), "spec.monitor_policy.crotab_rule", "CRON_TZ=UTC */5 * * * *")
+	out := [][]byte{[]byte(opBase), []byte(manageBase), []byte(regBase), []byte(multiBase), []byte(periodic)}
+	for _, sf := range seedFiles {
+		if _, err := os.Stat(filepath.Join(seedDir, sf.file)); err == nil {
+			out = append(out, exampleOf(f, sf.file))
+		}
+	}
+	return out
+}
+
+func FuzzDecodeTask(f *testing.F) {
+	for _, body := range fuzzSeeds(f) {
+		for _, api := range APIs {
+			f.Add(api, body)
+		}
+	}
+	f.Fuzz(func(t *testing.T, api string, body []byte) {
+		task, err := DecodeTask(api, body)
+		if err != nil {
+			var fe *FieldError
+			if !errors.As(err, &fe) || fe.Field == "" || fe.Rule == "" {
+				t.Fatalf("error is not a complete FieldError: %#v", err)
+			}
+			if task != nil {
+				t.Fatal("task with an error")
+			}
+			return
+		}
+		if len(task.Items) == 0 {
+			t.Fatal("accepted with no items")
+		}
+		if task.API != api {
+			t.Fatalf("API %q for %q", task.API, api)
+		}
+		if api != APIManageProc && task.Manage {
+			t.Fatal("Manage outside manage_proc")
+		}
+		if task.Op.IsSpecOp() != (Synchronous(api) || api == APIManageProc && task.Op.IsSpecOp()) {
+			t.Fatalf("op %v for %s", task.Op, api)
+		}
+		seen := map[string]bool{}
+		for _, it := range task.Items {
+			checkItem(t, api, it)
+			if seen[it.Key()] {
+				t.Fatalf("duplicate key %s", it.Key())
+			}
+			seen[it.Key()] = true
+		}
+	})
+}
+
+func checkItem(t *testing.T, api string, it proc.Item) {
+	t.Helper()
+	if it.Target.IP == "" || it.Target.CloudID < 0 || it.Target.SupplierID < 0 {
+		t.Fatalf("target %+v", it.Target)
+	}
+	if validateName("n", it.Process.Namespace) != nil || validateName("n", it.Process.Name) != nil {
+		t.Fatalf("process %+v", it.Process)
+	}
+	// A key must read back as what it was built from (IPv6 addresses
+	// contain ':' and cannot round-trip through the documented key form).
+	if !strings.Contains(it.Target.IP, ":") {
+		tg, p, err := proc.ParseResultKey(it.Key())
+		if err != nil || tg != it.Target || p != it.Process {
+			t.Fatalf("key %q reads back as %+v %+v %v", it.Key(), tg, p, err)
+		}
+	}
+	s := it.Spec
+	if s == nil {
+		return
+	}
+	if s.ProcName == "" || strings.ContainsAny(s.ProcName, `/\`) {
+		t.Fatalf("proc name %q", s.ProcName)
+	}
+	if api != APIManageProc && (s.PidPath == "" || s.SetupPath == "") {
+		t.Fatalf("paths %+v", s)
+	}
+	if s.CPULimit < 0 || s.CPULimit > 100 || s.MemLimit < 0 || s.MemLimit > 100 {
+		t.Fatalf("limits %v %v", s.CPULimit, s.MemLimit)
+	}
+	for _, d := range []int64{int64(s.CycleTime), int64(s.StartCheck), int64(s.StartCheckEnd), int64(s.StopCheck), int64(s.StartInterval), int64(s.OpTimeout)} {
+		if d < 0 {
+			t.Fatalf("negative duration in %+v", s)
+		}
+	}
+	if s.AutoType < proc.AutoPeriodic || s.AutoType > proc.AutoOneShot {
+		t.Fatalf("auto type %v", s.AutoType)
+	}
+	if s.AutoType == proc.AutoPeriodic && s.CycleTime == 0 && s.CrontabRule == "" {
+		t.Fatalf("periodic without a period: %+v", s)
+	}
+	switch s.ShellExt {
+	case "", proc.ShellSh, proc.ShellBat, proc.ShellPS1:
+	default:
+		t.Fatalf("shell ext %q", s.ShellExt)
+	}
+	for _, c := range s.ConfigMap {
+		if !isAbsPath(c.Path) || !isMD5(c.MD5) {
+			t.Fatalf("configmap %+v", c)
+		}
+	}
+}
+
+func FuzzDecodeQueries(f *testing.F) {
+	for _, body := range []string{
+		`{"task_id":"GSETASK:20180315180551:1000"}`,
+		`{"bk_biz_id":1,"bk_gse_taskid":"GSETASK:1"}`,
+		`{"meta":{"namespace":"gse","name":"proc-test"},"hosts":[{"ip":"10.0.0.1","bk_cloud_id":1,"bk_supplier_id":2}]}`,
+		`{"meta":{"namespace":"gse"},"page":{"start":0,"limit":1000}}`,
+		`{"meta":{"namespace":"gse","name":"p"}}`,
+	} {
+		for kind := byte(0); kind < 3; kind++ {
+			f.Add(kind, []byte(body))
+		}
+	}
+	f.Fuzz(func(t *testing.T, kind byte, body []byte) {
+		var err error
+		switch kind % 3 {
+		case 0:
+			var q *ResultQuery
+			if q, err = DecodeResultQuery(body); err == nil && (ValidTaskID(q.TaskID) != nil) {
+				t.Fatalf("task id %q", q.TaskID)
+			}
+		case 1:
+			var q *StatusQuery
+			if q, err = DecodeStatusQuery(body); err == nil && (q.Namespace == "" || q.Name == "" || len(q.Targets) == 0) {
+				t.Fatalf("status query %+v", q)
+			}
+		case 2:
+			var q *SyncQuery
+			if q, err = DecodeSyncQuery(body); err == nil && (q.Namespace == "" || q.Start < 0 || q.Limit < 1 || q.Limit > MaxSyncLimit) {
+				t.Fatalf("sync query %+v", q)
+			}
+		}
+		if err != nil {
+			var fe *FieldError
+			if !errors.As(err, &fe) || fe.Field == "" {
+				t.Fatalf("error is not a FieldError: %#v", err)
+			}
+		}
+	})
+}

@@ -1,0 +1,98 @@
+package gseapi
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/drover-sh/drover/proc"
+)
+
+// Engine runs tasks; the workflow client implements it.
+type Engine interface {
+	// Start begins the task and returns its task id.
+	Start(ctx context.Context, t *Task) (string, error)
+	// Results returns every host's result so far (pending ones 115); with
+	// wait it first waits for the task to finish.
+	Results(ctx context.Context, taskID string, wait bool) (map[string]proc.HostResult, error)
+}
+
+// Errors an Engine returns that callers tell apart.
+var (
+	ErrTaskNotFound = errors.New("task not found")
+	ErrUnavailable  = errors.New("workflow engine unavailable")
+)
+
+// Outcome classifies a call for exit codes and HTTP status.
+type Outcome int
+
+const (
+	OutcomeOK          Outcome = iota // accepted; every waited-for host succeeded
+	OutcomeHostsFailed                // waited, and some host ended non-zero
+	OutcomeBadRequest                 // a field broke a rule; nothing started
+	OutcomeUnavailable                // the engine could not be reached
+	OutcomeNotFound                   // no such task
+)
+
+// SyncTimeout bounds how long a synchronous registry call waits for hosts;
+// those still running then answer 115, as seed 004 documents.
+const SyncTimeout = 60 * time.Second
+
+// Call answers one API call by name with its documented response. wait
+// makes an asynchronous API wait and answer like get_proc_operate_result.
+func Call(ctx context.Context, e Engine, api string, body []byte, wait bool) (Response, Outcome) {
+	switch api {
+	case APIGetProcOperateResult:
+		q, err := DecodeResultQuery(body)
+		if err != nil {
+			return Failure(0, err), OutcomeBadRequest
+		}
+		return results(ctx, e, q.TaskID, false)
+	case APIGetProcStatus, APISyncProcStatus:
+		return Failure(CodeBadRequest, fieldErr("api", "%s is answered by the supervision service, not available in this build", api)), OutcomeBadRequest
+	}
+	t, err := DecodeTask(api, body)
+	if err != nil {
+		return Failure(0, err), OutcomeBadRequest
+	}
+	id, err := e.Start(ctx, t)
+	if err != nil {
+		return Failure(CodeUnavailable, err), OutcomeUnavailable
+	}
+	if Synchronous(api) {
+		wctx, cancel := context.WithTimeout(ctx, SyncTimeout)
+		defer cancel()
+		res, err := e.Results(wctx, id, true)
+		if err != nil && errors.Is(err, context.DeadlineExceeded) {
+			res, err = e.Results(ctx, id, false)
+		}
+		if err != nil {
+			return Failure(CodeUnavailable, err), OutcomeUnavailable
+		}
+		return SyncResponse(t, res), outcomeOf(res)
+	}
+	if !wait {
+		return Accepted(api, id), OutcomeOK
+	}
+	return results(ctx, e, id, true)
+}
+
+func results(ctx context.Context, e Engine, taskID string, wait bool) (Response, Outcome) {
+	res, err := e.Results(ctx, taskID, wait)
+	switch {
+	case errors.Is(err, ErrTaskNotFound):
+		return Failure(CodeTaskNotFound, err), OutcomeNotFound
+	case err != nil:
+		return Failure(CodeUnavailable, err), OutcomeUnavailable
+	}
+	return OK(ResultData(res)), outcomeOf(res)
+}
+
+func outcomeOf(res map[string]proc.HostResult) Outcome {
+	for _, r := range res {
+		if r.Code != proc.CodeSuccess {
+			return OutcomeHostsFailed
+		}
+	}
+	return OutcomeOK
+}

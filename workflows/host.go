@@ -1,0 +1,251 @@
+package workflows
+
+import (
+	"sort"
+	"time"
+
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/drover-sh/drover/activities"
+	"github.com/drover-sh/drover/policies"
+	"github.com/drover-sh/drover/proc"
+)
+
+// maxSeen bounds the remembered request ids; a re-sent request arrives
+// within seconds of the first, far inside this window.
+const maxSeen = 2000
+
+// host is the Host workflow's state with its run loop.
+type host struct {
+	HostState
+	ops workflow.ReceiveChannel
+}
+
+// Host owns one host's registry and runs its ops one at a time. It never
+// ends on its own: it continues as new when its history grows long.
+func Host(ctx workflow.Context, st HostState) error {
+	h := &host{HostState: st, ops: workflow.GetSignalChannel(ctx, OpSignal)}
+	if err := workflow.SetQueryHandler(ctx, RegistryQuery, func() ([]Entry, error) {
+		return h.Entries, nil
+	}); err != nil {
+		return err
+	}
+	for {
+		h.receive(ctx)
+		for len(h.Queue) > 0 {
+			req := h.Queue[0]
+			h.Queue = h.Queue[1:]
+			if h.seen(req.RequestID) {
+				continue
+			}
+			h.remember(req.RequestID)
+			res := h.handle(ctx, req)
+			h.reply(ctx, req, res)
+			h.drain()
+		}
+		if workflow.GetInfo(ctx).GetContinueAsNewSuggested() {
+			h.drain()
+			return workflow.NewContinueAsNewError(ctx, Host, h.HostState)
+		}
+	}
+}
+
+// receive blocks until at least one request is queued.
+func (h *host) receive(ctx workflow.Context) {
+	if len(h.Queue) > 0 {
+		return
+	}
+	var req HostRequest
+	h.ops.Receive(ctx, &req)
+	h.Queue = append(h.Queue, req)
+	h.drain()
+}
+
+// drain queues every request already delivered, without blocking.
+func (h *host) drain() {
+	for {
+		var req HostRequest
+		if !h.ops.ReceiveAsync(&req) {
+			return
+		}
+		h.Queue = append(h.Queue, req)
+	}
+}
+
+func (h *host) seen(id string) bool {
+	for _, s := range h.Seen {
+		if s == id {
+			return true
+		}
+	}
+	return false
+}
+
+func (h *host) remember(id string) {
+	h.Seen = append(h.Seen, id)
+	if len(h.Seen) > maxSeen {
+		h.Seen = h.Seen[len(h.Seen)-maxSeen:]
+	}
+}
+
+func (h *host) reply(ctx workflow.Context, req HostRequest, res proc.HostResult) {
+	if req.ReplyTo == "" {
+		return
+	}
+	// The requester may be gone (terminated); that must not stop the host.
+	_ = workflow.SignalExternalWorkflow(ctx, req.ReplyTo, "", ReplySignal, HostReply{Index: req.Index, Result: res}).Get(ctx, nil)
+}
+
+func (h *host) find(p proc.ProcessID) int {
+	for i := range h.Entries {
+		if h.Entries[i].Process == p {
+			return i
+		}
+	}
+	return -1
+}
+
+// indexOwner finds another entry already using a spec's value_key.
+func (h *host) indexOwner(p proc.ProcessID, spec proc.Spec) (proc.ProcessID, bool) {
+	for _, e := range h.Entries {
+		if e.Process != p && e.Spec.Index() == spec.Index() {
+			return e.Process, true
+		}
+	}
+	return proc.ProcessID{}, false
+}
+
+func (h *host) handle(ctx workflow.Context, req HostRequest) proc.HostResult {
+	now := workflow.Now(ctx).Unix()
+	switch {
+	case req.Op.IsSpecOp():
+		return h.handleSpec(ctx, req, now)
+	case !req.Op.Valid():
+		return proc.Fail(proc.CodeBadOpType, "op_type %d is not one of 0,1,2,3,4,7,8,9", int(req.Op))
+	}
+	i := h.find(req.Process)
+	if req.Spec != nil {
+		// An inline spec (operate_proc) is registered, or replaces the
+		// registered one, before the op runs on it.
+		if other, clash := h.indexOwner(req.Process, *req.Spec); clash {
+			return proc.Fail(proc.CodeBadSpec, "value_key %q is already used by %s/%s on this host", req.Spec.Index(), other.Namespace, other.Name)
+		}
+		if i < 0 {
+			h.Entries = append(h.Entries, Entry{Process: req.Process, Registration: proc.Registration{RegisterTime: now}})
+			h.sortEntries()
+			i = h.find(req.Process)
+		}
+		h.Entries[i].Spec = *req.Spec
+	}
+	if i < 0 {
+		return proc.Fail(proc.CodeNotRegistered, "process %s/%s is not registered on host %s; register it with register_proc_info", req.Process.Namespace, req.Process.Name, h.Host)
+	}
+	e := &h.Entries[i]
+	switch req.Op {
+	case proc.OpRegister, proc.OpUnregister:
+		e.Managed = req.Op == proc.OpRegister
+		return controlResult(e, proc.HostResult{Code: proc.CodeSuccess, Message: "success"})
+	case proc.OpStop, proc.OpKill:
+		// Operators win: the process is unmanaged before it is stopped, so
+		// supervision can never bring back what an operator took down.
+		e.Managed = false
+	}
+	out := h.runOp(ctx, req, *e)
+	switch {
+	case out.Started:
+		e.Managed = true
+		e.LastStartTime = now
+	}
+	if out.Alive {
+		e.Pid, e.StartTicks = out.Pid, out.StartTicks
+	}
+	if out.Result.Content == "" {
+		return controlResult(e, out.Result)
+	}
+	return out.Result
+}
+
+func (h *host) handleSpec(_ workflow.Context, req HostRequest, now int64) proc.HostResult {
+	i := h.find(req.Process)
+	switch req.Op {
+	case proc.OpSpecRegister:
+		if i >= 0 {
+			return proc.Fail(proc.CodeAlreadyExists, "process %s/%s is already registered on this host", req.Process.Namespace, req.Process.Name)
+		}
+		if req.Spec == nil {
+			return proc.Fail(proc.CodeBadSpec, "register needs a spec")
+		}
+		if other, clash := h.indexOwner(req.Process, *req.Spec); clash {
+			return proc.Fail(proc.CodeBadSpec, "value_key %q is already used by %s/%s on this host", req.Spec.Index(), other.Namespace, other.Name)
+		}
+		h.Entries = append(h.Entries, Entry{Process: req.Process, Spec: *req.Spec,
+			Registration: proc.Registration{Managed: req.Manage, RegisterTime: now}})
+		h.sortEntries()
+	case proc.OpSpecUpdate:
+		if i < 0 {
+			return proc.Fail(proc.CodeNotRegistered, "process %s/%s is not registered on this host", req.Process.Namespace, req.Process.Name)
+		}
+		if req.Spec == nil {
+			return proc.Fail(proc.CodeBadSpec, "update needs a spec")
+		}
+		if other, clash := h.indexOwner(req.Process, *req.Spec); clash {
+			return proc.Fail(proc.CodeBadSpec, "value_key %q is already used by %s/%s on this host", req.Spec.Index(), other.Namespace, other.Name)
+		}
+		h.Entries[i].Spec = *req.Spec
+	case proc.OpSpecUnregister:
+		if i < 0 {
+			return proc.Fail(proc.CodeNotRunning, "process %s/%s is not registered on this host", req.Process.Namespace, req.Process.Name)
+		}
+		h.Entries = append(h.Entries[:i], h.Entries[i+1:]...)
+	}
+	return proc.HostResult{Code: proc.CodeSuccess, Message: "success"}
+}
+
+func (h *host) sortEntries() {
+	sort.Slice(h.Entries, func(a, b int) bool {
+		x, y := h.Entries[a].Process, h.Entries[b].Process
+		if x.Namespace != y.Namespace {
+			return x.Namespace < y.Namespace
+		}
+		return x.Name < y.Name
+	})
+}
+
+// runOp runs the op's activity; a host that cannot be worked on still ends
+// with a code, never with a workflow failure.
+func (h *host) runOp(ctx workflow.Context, req HostRequest, e Entry) activities.HostOpOutput {
+	spec := policies.WithDefaults(e.Spec)
+	actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		StartToCloseTimeout: policies.HostOpDeadline(req.Op, spec),
+		HeartbeatTimeout:    policies.HeartbeatTimeout,
+		RetryPolicy: &temporal.RetryPolicy{
+			InitialInterval:    time.Second,
+			BackoffCoefficient: 2,
+			MaximumAttempts:    3,
+		},
+	})
+	var a *activities.Activities
+	var out activities.HostOpOutput
+	err := workflow.ExecuteActivity(actx, a.HostOp, activities.HostOpInput{
+		RequestID: req.RequestID, Op: req.Op, Target: req.Target, Process: req.Process, Spec: spec,
+		Registration: e.Registration, Pid: e.Pid, StartTicks: e.StartTicks,
+	}).Get(ctx, &out)
+	if err != nil {
+		out = activities.HostOpOutput{Result: activityFailure(err)}
+	}
+	return out
+}
+
+// controlResult adds the control-op content callers expect.
+func controlResult(e *Entry, r proc.HostResult) proc.HostResult {
+	result := "success"
+	if r.Code != proc.CodeSuccess {
+		result = r.Message
+	}
+	r.Content = proc.EncodeContent(proc.ControlContent{Value: []proc.ControlValue{{
+		ProcName: e.Spec.ProcName, SetupPath: e.Spec.SetupPath, FuncID: e.Spec.FuncID,
+		InstanceID: e.Spec.InstanceID, Result: result, IsAuto: e.Managed,
+	}}})
+	return r
+}
