@@ -6,7 +6,7 @@ BIN := $(CURDIR)/bin
 GOFLAGS_TEST ?=
 TEST_TIMEOUT ?= 20m
 
-.PHONY: all build deps demo test test-unit lint fmt vet staticcheck clean
+.PHONY: all build deps demo test test-unit test-scale lint fmt vet staticcheck clean
 
 all: build
 
@@ -64,3 +64,7 @@ staticcheck:
 
 clean:
 	rm -f bin/worker bin/starter
+
+## test-scale: the 1,000-identity fan-out test (minutes; not part of make test)
+test-scale: deps bin/temporal
+	$(GO) test -tags scale -timeout 30m -run TestFanOut -v ./internal/e2e

@@ -89,3 +89,12 @@ func StartCheckSpan(s proc.Spec) time.Duration {
 	}
 	return s.StartCheck
 }
+
+// StatusBatch is how many hosts one status activity probes. It is large
+// because the engine's cost is per activity, not per host, and small enough
+// that a batch lost with its worker is cheap to probe again.
+const StatusBatch = 100
+
+// StatusBatchDeadline bounds one status batch: every probe in it is bounded
+// by its own op_timeout, run in parallel.
+const StatusBatchDeadline = DefaultOpTimeout + 30*time.Second

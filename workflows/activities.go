@@ -2,25 +2,32 @@ package workflows
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 
 	"go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/client"
 
+	"github.com/drover-sh/drover/activities"
 	"github.com/drover-sh/drover/inventory"
+	"github.com/drover-sh/drover/policies"
 	"github.com/drover-sh/drover/proc"
 )
 
 // dispatchParallel bounds concurrent signal-with-start calls per dispatch.
 const dispatchParallel = 32
 
-// Dispatcher hands task items to host workflows.
+// Dispatcher hands task items to host workflows, and probes status batches
+// itself.
 type Dispatcher struct {
 	Client    client.Client
 	TaskQueue string
 	Inventory *inventory.Inventory
+	Acts      *activities.Activities
 }
 
 // DispatchInput is one Operate workflow's items to hand out.
@@ -87,4 +94,117 @@ func (d *Dispatcher) Dispatch(ctx context.Context, in DispatchInput) (DispatchOu
 		return DispatchOutput{}, firstErr
 	}
 	return out, nil
+}
+
+// StatusInput is a batch of status items probed by one activity.
+type StatusInput struct {
+	TaskID string      `json:"task_id"`
+	Items  []proc.Item `json:"items"`
+	Offset int         `json:"offset"`
+}
+
+// Status probes a batch of items directly, without their host workflows: a
+// read needs no serialising, and one activity for many hosts keeps the
+// engine's cost per host small. Registered specs are read from each host
+// workflow's registry query, once per host.
+func (d *Dispatcher) Status(ctx context.Context, in StatusInput) ([]HostReply, error) {
+	out := make([]HostReply, len(in.Items))
+	registries := newRegistryCache(d.Client)
+	sem := make(chan struct{}, statusParallel)
+	var wg sync.WaitGroup
+	var done atomic.Int64
+	for i, it := range in.Items {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func(i int, it proc.Item) {
+			defer func() { <-sem; wg.Done() }()
+			out[i] = HostReply{Index: in.Offset + i, Result: d.statusOne(ctx, registries, in.TaskID, it)}
+			if n := done.Add(1); n%50 == 0 {
+				activity.RecordHeartbeat(ctx, n)
+			}
+		}(i, it)
+	}
+	wg.Wait()
+	return out, nil
+}
+
+// statusParallel bounds concurrent probes in one status batch; the SSH pool
+// further bounds sessions per host.
+const statusParallel = 256
+
+func (d *Dispatcher) statusOne(ctx context.Context, registries *registryCache, taskID string, it proc.Item) proc.HostResult {
+	if _, ok := d.Inventory.Lookup(it.Target.HostID()); !ok {
+		return proc.Fail(proc.CodeUnknownHost, "host bk_cloud_id=%d ip=%s is not in the inventory", it.Target.CloudID, it.Target.IP)
+	}
+	var entry Entry
+	if it.Spec != nil {
+		entry = Entry{Process: it.Process, Spec: *it.Spec}
+	}
+	entries, err := registries.get(ctx, it.Target.HostID())
+	if err != nil {
+		return proc.Fail(proc.CodeInternal, "read the registry of %s: %v", HostWorkflowID(it.Target.HostID()), err)
+	}
+	found := false
+	for _, e := range entries {
+		if e.Process == it.Process {
+			found = true
+			if it.Spec == nil {
+				entry = e
+			} else {
+				entry.Registration = e.Registration
+			}
+		}
+	}
+	if it.Spec == nil && !found {
+		return proc.Fail(proc.CodeNotRegistered, "process %s/%s is not registered on host %s; register it with register_proc_info",
+			it.Process.Namespace, it.Process.Name, it.Target.HostID())
+	}
+	out, err := d.Acts.HostOp(ctx, activities.HostOpInput{
+		RequestID: taskID, Op: proc.OpStatus, Target: it.Target, Process: it.Process,
+		Spec: policies.WithDefaults(entry.Spec), Registration: entry.Registration,
+	})
+	if err != nil {
+		return proc.Fail(proc.CodeInternal, "%v", err)
+	}
+	return out.Result
+}
+
+// registryCache reads each host workflow's registry once per batch.
+type registryCache struct {
+	c  client.Client
+	mu sync.Mutex
+	m  map[proc.HostID]*registryRead
+}
+
+type registryRead struct {
+	once    sync.Once
+	entries []Entry
+	err     error
+}
+
+func newRegistryCache(c client.Client) *registryCache {
+	return &registryCache{c: c, m: map[proc.HostID]*registryRead{}}
+}
+
+func (rc *registryCache) get(ctx context.Context, h proc.HostID) ([]Entry, error) {
+	rc.mu.Lock()
+	r, ok := rc.m[h]
+	if !ok {
+		r = &registryRead{}
+		rc.m[h] = r
+	}
+	rc.mu.Unlock()
+	r.once.Do(func() {
+		v, err := rc.c.QueryWorkflow(ctx, HostWorkflowID(h), "", RegistryQuery)
+		var nf *serviceerror.NotFound
+		switch {
+		case errors.As(err, &nf):
+			// No host workflow yet: nothing is registered there.
+		case err != nil:
+			r.err = err
+		default:
+			r.err = v.Get(&r.entries)
+		}
+	})
+	return r.entries, r.err
 }

@@ -33,9 +33,12 @@ func Operate(ctx workflow.Context, in OperateInput) (OperateResult, error) {
 	}); err != nil {
 		return OperateResult{}, err
 	}
-	if len(in.Items) > policies.ChunkSize {
+	switch {
+	case in.Op == proc.OpStatus:
+		op.runStatus(ctx)
+	case len(in.Items) > policies.ChunkSize:
 		op.runChunks(ctx)
-	} else {
+	default:
 		op.runItems(ctx)
 	}
 	return op.snapshot(), nil
@@ -109,6 +112,45 @@ func (op *operation) runItems(ctx workflow.Context) {
 	}
 	if timedOut {
 		op.failPending(proc.CodeTimeout, fmt.Sprintf("no reply from the host within %s", policies.TaskBackstop))
+	}
+}
+
+// runStatus probes in batches of StatusBatch hosts per activity, at most
+// MaxInFlight activities at a time. Status only reads, so it needs neither
+// host workflows nor chunk children: its history is a few events per batch.
+func (op *operation) runStatus(ctx workflow.Context) {
+	actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		StartToCloseTimeout: policies.StatusBatchDeadline,
+		HeartbeatTimeout:    policies.HeartbeatTimeout,
+		RetryPolicy:         &temporal.RetryPolicy{InitialInterval: time.Second, MaximumAttempts: 3},
+	})
+	var d *Dispatcher
+	sel := workflow.NewSelector(ctx)
+	inFlight := 0
+	for start := 0; start < len(op.in.Items); start += policies.StatusBatch {
+		if inFlight >= policies.MaxInFlight {
+			sel.Select(ctx)
+			inFlight--
+		}
+		end := min(start+policies.StatusBatch, len(op.in.Items))
+		fut := workflow.ExecuteActivity(actx, d.Status, StatusInput{TaskID: op.in.TaskID, Items: op.in.Items[start:end], Offset: op.in.Offset + start})
+		inFlight++
+		first, last := start, end
+		sel.AddFuture(fut, func(f workflow.Future) {
+			var replies []HostReply
+			if err := f.Get(ctx, &replies); err != nil {
+				for i := first; i < last; i++ {
+					op.set(i, activityFailure(err))
+				}
+				return
+			}
+			for _, r := range replies {
+				op.set(r.Index-op.in.Offset, r.Result)
+			}
+		})
+	}
+	for ; inFlight > 0; inFlight-- {
+		sel.Select(ctx)
 	}
 }
 

@@ -54,8 +54,8 @@ func StartWorker(cfg config.Config, logger *slog.Logger) (*Worker, error) {
 		return nil, err
 	}
 	w := worker.New(c, cfg.TaskQueue, worker.Options{})
-	workflows.Register(w, &activities.Activities{Inventory: inv, Runner: ssh},
-		&workflows.Dispatcher{Client: c, TaskQueue: cfg.TaskQueue, Inventory: inv})
+	acts := &activities.Activities{Inventory: inv, Runner: ssh}
+	workflows.Register(w, acts, &workflows.Dispatcher{Client: c, TaskQueue: cfg.TaskQueue, Inventory: inv, Acts: acts})
 	if err := w.Start(); err != nil {
 		c.Close()
 		_ = ssh.Close()

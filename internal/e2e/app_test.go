@@ -84,6 +84,7 @@ func (e *env) op(op proc.OpType, it proc.Item) proc.HostResult {
 	if len(res.Results) != 1 {
 		e.t.Fatalf("want one result, got %+v", res)
 	}
+	e.recordHistory(res.TaskID, "operate-"+op.String())
 	return res.Results[0].HostResult
 }
 
@@ -136,8 +137,11 @@ func TestControlOpsOnOneHost(t *testing.T) {
 	registered := it
 	registered.Spec = nil
 
+	// Status only reads: an inline spec is probed, not registered.
 	wantCode(t, "status before start", e.op(proc.OpStatus, it), proc.CodeNotRunning)
-	r := e.op(proc.OpStart, registered)
+	wantCode(t, "status of the unregistered", e.op(proc.OpStatus, registered), proc.CodeNotRegistered)
+	// A control op with an inline spec registers it, then acts.
+	r := e.op(proc.OpStart, it)
 	wantCode(t, "start", r, proc.CodeSuccess)
 	pid := hostPid(t, h, "/data/app/svc.pid")
 	if pid == 0 || !hostAlive(h, pid) {
@@ -201,6 +205,7 @@ func TestControlOpsOnOneHost(t *testing.T) {
 	}
 
 	wantCode(t, "unknown op_type", e.op(proc.OpType(5), registered), proc.CodeBadOpType)
+	e.recordHistory(workflows.HostWorkflowID(proc.HostID{IP: h.IP}), "host")
 	other := registered
 	other.Process.Name = "never-registered"
 	wantCode(t, "unregistered process", e.op(proc.OpStatus, other), proc.CodeNotRegistered)
