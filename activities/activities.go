@@ -221,8 +221,8 @@ func (r *opRun) startAndCheck(verb, cmd string) HostOpOutput {
 		return failed(*f)
 	}
 	if !p.alive {
-		if r.spec.AutoType == proc.AutoOneShot {
-			// A one-shot process may be done already; that is success.
+		if r.spec.AutoType != proc.AutoResident {
+			// A one-shot or periodic run may be done already: success.
 			return HostOpOutput{Result: ok(), Started: true}
 		}
 		return observe(HostOpOutput{Result: proc.Fail(proc.CodePostCheck,

@@ -48,6 +48,8 @@ if [ "$window" != 0 ]; then
     i=$((i+1))
   done
   printf 'T\t%s\t%s\n' "$t1" "$t2"
+else
+  printf 'T\t%s\t%s\n' "$t1" "$t1"
 fi
 `
 
@@ -151,6 +153,7 @@ func ParseProbe(out string, n int) (proc.HostInfo, []proc.Sample, error) {
 		case "T":
 			if len(f) >= 3 {
 				t1, t2 = atou(f[1]), atou(f[2])
+				host.Ticks = t1
 			}
 		}
 	}

@@ -98,3 +98,20 @@ const StatusBatch = 100
 // StatusBatchDeadline bounds one status batch: every probe in it is bounded
 // by its own op_timeout, run in parallel.
 const StatusBatchDeadline = DefaultOpTimeout + 30*time.Second
+
+// Supervision defaults.
+const (
+	// DefaultPollInterval is how often supervision samples a host.
+	DefaultPollInterval = 10 * time.Second
+	// WatchRenew ends a quiet watch activity now and then; each renewal
+	// costs the host workflow a handful of history events.
+	WatchRenew = time.Hour
+)
+
+// WatchPollTimeout bounds one supervision poll's exec; a hung host's poll
+// ends here and the watch polls again.
+const WatchPollTimeout = 30 * time.Second
+
+// WatchFailureBackoff pauses supervision of a host whose watch failed
+// outright (not merely unreachable), instead of retrying in a tight loop.
+const WatchFailureBackoff = time.Minute

@@ -36,6 +36,7 @@ type HostInfo struct {
 	Now        int64  // unix seconds on the host
 	Timezone   string
 	User       string // the account the probe ran as
+	Ticks      uint64 // the host's total CPU ticks (all cores) at the probe
 }
 
 // interpreters run a script named by argv[1]; for them the script name is

@@ -28,6 +28,8 @@ type Dispatcher struct {
 	TaskQueue string
 	Inventory *inventory.Inventory
 	Acts      *activities.Activities
+	// Supervision is handed to every host workflow with its requests.
+	Supervision Supervision
 }
 
 // DispatchInput is one Operate workflow's items to hand out.
@@ -65,6 +67,7 @@ func (d *Dispatcher) Dispatch(ctx context.Context, in DispatchInput) (DispatchOu
 		req := HostRequest{
 			RequestID: fmt.Sprintf("%s#%d", in.TaskID, global), ReplyTo: in.ReplyTo, Index: global,
 			Op: in.Op, Target: it.Target, Process: it.Process, Spec: it.Spec, Manage: in.Manage,
+			Supervision: &d.Supervision,
 		}
 		wg.Add(1)
 		sem <- struct{}{}
@@ -74,7 +77,7 @@ func (d *Dispatcher) Dispatch(ctx context.Context, in DispatchInput) (DispatchOu
 			_, err := d.Client.SignalWithStartWorkflow(ctx, HostWorkflowID(id), OpSignal, req, client.StartWorkflowOptions{
 				ID: HostWorkflowID(id), TaskQueue: d.TaskQueue,
 				WorkflowIDReusePolicy: enums.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
-			}, HostWorkflowName, HostState{Host: id})
+			}, HostWorkflowName, HostState{Host: id, Supervision: d.Supervision})
 			if err != nil {
 				mu.Lock()
 				if firstErr == nil {
@@ -195,15 +198,21 @@ func (rc *registryCache) get(ctx context.Context, h proc.HostID) ([]Entry, error
 	}
 	rc.mu.Unlock()
 	r.once.Do(func() {
-		v, err := rc.c.QueryWorkflow(ctx, HostWorkflowID(h), "", RegistryQuery)
+		// A closed host workflow (terminated by hand) holds no registry;
+		// asking it would wait for a replay on a queue nobody may poll.
+		resp, err := rc.c.QueryWorkflowWithOptions(ctx, &client.QueryWorkflowWithOptionsRequest{
+			WorkflowID: HostWorkflowID(h), QueryType: RegistryQuery,
+			QueryRejectCondition: enums.QUERY_REJECT_CONDITION_NOT_OPEN,
+		})
 		var nf *serviceerror.NotFound
 		switch {
 		case errors.As(err, &nf):
 			// No host workflow yet: nothing is registered there.
 		case err != nil:
 			r.err = err
+		case resp.QueryRejected != nil:
 		default:
-			r.err = v.Get(&r.entries)
+			r.err = resp.QueryResult.Get(&r.entries)
 		}
 	})
 	return r.entries, r.err

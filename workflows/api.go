@@ -13,7 +13,9 @@ package workflows
 
 import (
 	"fmt"
+	"time"
 
+	"github.com/drover-sh/drover/policies"
 	"github.com/drover-sh/drover/proc"
 )
 
@@ -77,6 +79,14 @@ type HostRequest struct {
 	Process   proc.ProcessID `json:"process"`
 	Spec      *proc.Spec     `json:"spec,omitempty"`
 	Manage    bool           `json:"manage,omitempty"`
+	// Supervision carries the worker's supervision settings to the host.
+	Supervision *Supervision `json:"supervision,omitempty"`
+}
+
+// Supervision settings a host workflow polls with.
+type Supervision struct {
+	Interval   time.Duration `json:"interval"`
+	LimitPolls int           `json:"limit_polls"`
 }
 
 // HostReply is a host's answer to one HostRequest.
@@ -94,7 +104,42 @@ type Entry struct {
 	// saw, so a reused pid is never taken for it.
 	StartTicks uint64 `json:"start_ticks,omitempty"`
 	Pid        int    `json:"pid,omitempty"`
+
+	// Supervision state.
+	Restart   policies.RestartState `json:"restart"`
+	RetryAt   time.Time             `json:"retry_at,omitempty"`  // a restart waiting out its backoff
+	Cancelled bool                  `json:"cancelled,omitempty"` // gave up after start_retries
+	LastRun   time.Time             `json:"last_run,omitempty"`  // periodic: the last scheduled run
+	NextRun   time.Time             `json:"next_run,omitempty"`  // periodic: the next one
+	Drifted   []string              `json:"drifted,omitempty"`   // configmap paths whose md5 differs
 }
+
+// Event is something supervision did or saw, as the GSE agent reports it.
+type Event struct {
+	Time    time.Time      `json:"time"`
+	Host    proc.HostID    `json:"host"`
+	Process proc.ProcessID `json:"process"`
+	Kind    string         `json:"kind"`
+	Detail  string         `json:"detail"`
+	Pid     int            `json:"pid,omitempty"`
+}
+
+// Event kinds; the first four are the GSE agent's.
+const (
+	EventRestartSuccess = "process_restart_success"
+	EventRestartFailed  = "process_restart_failed"
+	EventCancelRestart  = "process_cancel_restart"
+	EventLimitExceed    = "process_resource_limit_exceed"
+	EventConfigDrift    = "process_config_drift"
+	EventConfigRestored = "process_config_restored"
+	EventPeriodicRun    = "process_periodic_run"
+	EventPeriodicSkip   = "process_periodic_skip"
+	EventPeriodicFailed = "process_periodic_failed"
+	EventWatchFailed    = "host_watch_failed"
+)
+
+// EventsQuery (Host) returns the host's recent events, oldest first.
+const EventsQuery = "events"
 
 // HostState is a host workflow's whole state; it is also the input of
 // its continue-as-new.
@@ -103,5 +148,7 @@ type HostState struct {
 	Entries []Entry       `json:"entries"`
 	Queue   []HostRequest `json:"queue,omitempty"`
 	// Seen holds recent request ids, oldest first, to drop re-sent requests.
-	Seen []string `json:"seen,omitempty"`
+	Seen        []string    `json:"seen,omitempty"`
+	Events      []Event     `json:"events,omitempty"`
+	Supervision Supervision `json:"supervision"`
 }

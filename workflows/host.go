@@ -20,10 +20,16 @@ const maxSeen = 2000
 type host struct {
 	HostState
 	ops workflow.ReceiveChannel
+	// watchBackoff delays the next watch after a failed one.
+	watchBackoff time.Time
 }
 
-// Host owns one host's registry and runs its ops one at a time. It never
-// ends on its own: it continues as new when its history grows long.
+// maxEvents bounds the events a host keeps; older ones are dropped.
+const maxEvents = 200
+
+// Host owns one host's registry, runs its ops one at a time, and supervises
+// its managed processes. It never ends on its own: it continues as new
+// when its history grows long.
 func Host(ctx workflow.Context, st HostState) error {
 	h := &host{HostState: st, ops: workflow.GetSignalChannel(ctx, OpSignal)}
 	if err := workflow.SetQueryHandler(ctx, RegistryQuery, func() ([]Entry, error) {
@@ -31,35 +37,36 @@ func Host(ctx workflow.Context, st HostState) error {
 	}); err != nil {
 		return err
 	}
+	if err := workflow.SetQueryHandler(ctx, EventsQuery, func() ([]Event, error) {
+		return h.Events, nil
+	}); err != nil {
+		return err
+	}
 	for {
-		h.receive(ctx)
-		for len(h.Queue) > 0 {
+		h.drain()
+		if len(h.Queue) > 0 {
 			req := h.Queue[0]
 			h.Queue = h.Queue[1:]
 			if h.seen(req.RequestID) {
 				continue
 			}
 			h.remember(req.RequestID)
+			if req.Supervision != nil {
+				h.Supervision = *req.Supervision
+			}
 			res := h.handle(ctx, req)
 			h.reply(ctx, req, res)
-			h.drain()
+			continue
+		}
+		if h.runDue(ctx) {
+			continue
 		}
 		if workflow.GetInfo(ctx).GetContinueAsNewSuggested() {
 			h.drain()
 			return workflow.NewContinueAsNewError(ctx, Host, h.HostState)
 		}
+		h.wait(ctx)
 	}
-}
-
-// receive blocks until at least one request is queued.
-func (h *host) receive(ctx workflow.Context) {
-	if len(h.Queue) > 0 {
-		return
-	}
-	var req HostRequest
-	h.ops.Receive(ctx, &req)
-	h.Queue = append(h.Queue, req)
-	h.drain()
 }
 
 // drain queues every request already delivered, without blocking.
@@ -143,19 +150,24 @@ func (h *host) handle(ctx workflow.Context, req HostRequest) proc.HostResult {
 	}
 	e := &h.Entries[i]
 	switch req.Op {
-	case proc.OpRegister, proc.OpUnregister:
-		e.Managed = req.Op == proc.OpRegister
+	case proc.OpRegister:
+		manage(e)
+		return controlResult(e, proc.HostResult{Code: proc.CodeSuccess, Message: "success"})
+	case proc.OpUnregister:
+		unmanage(e)
 		return controlResult(e, proc.HostResult{Code: proc.CodeSuccess, Message: "success"})
 	case proc.OpStop, proc.OpKill:
 		// Operators win: the process is unmanaged before it is stopped, so
 		// supervision can never bring back what an operator took down.
-		e.Managed = false
+		unmanage(e)
 	}
 	out := h.runOp(ctx, req, *e)
-	switch {
-	case out.Started:
-		e.Managed = true
+	if out.Started {
+		manage(e)
 		e.LastStartTime = now
+		if e.Spec.AutoType == proc.AutoPeriodic {
+			e.LastRun, e.NextRun = workflow.Now(ctx), time.Time{}
+		}
 	}
 	if out.Alive {
 		e.Pid, e.StartTicks = out.Pid, out.StartTicks
@@ -235,6 +247,18 @@ func (h *host) runOp(ctx workflow.Context, req HostRequest, e Entry) activities.
 		out = activities.HostOpOutput{Result: activityFailure(err)}
 	}
 	return out
+}
+
+// manage puts a process under supervision afresh.
+func manage(e *Entry) {
+	e.Managed, e.Cancelled = true, false
+	e.Restart, e.RetryAt = policies.RestartState{}, time.Time{}
+}
+
+// unmanage takes a process out of supervision, with any pending restart.
+func unmanage(e *Entry) {
+	e.Managed, e.Cancelled = false, false
+	e.Restart, e.RetryAt, e.NextRun = policies.RestartState{}, time.Time{}, time.Time{}
 }
 
 // controlResult adds the control-op content callers expect.

@@ -55,7 +55,8 @@ func StartWorker(cfg config.Config, logger *slog.Logger) (*Worker, error) {
 	}
 	w := worker.New(c, cfg.TaskQueue, worker.Options{})
 	acts := &activities.Activities{Inventory: inv, Runner: ssh}
-	workflows.Register(w, acts, &workflows.Dispatcher{Client: c, TaskQueue: cfg.TaskQueue, Inventory: inv, Acts: acts})
+	workflows.Register(w, acts, &workflows.Dispatcher{Client: c, TaskQueue: cfg.TaskQueue, Inventory: inv, Acts: acts,
+		Supervision: workflows.Supervision{Interval: cfg.SuperviseInterval, LimitPolls: cfg.LimitPolls}})
 	if err := w.Start(); err != nil {
 		c.Close()
 		_ = ssh.Close()

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/knadh/koanf/parsers/yaml"
 	"github.com/knadh/koanf/providers/confmap"
@@ -28,6 +29,10 @@ type Config struct {
 	Inventory         string `koanf:"inventory"`
 	LogFormat         string `koanf:"log_format"`
 	LogLevel          string `koanf:"log_level"`
+	// SuperviseInterval is how often supervision polls each host.
+	SuperviseInterval time.Duration `koanf:"supervise_interval"`
+	// LimitPolls is how many consecutive polls over a cpu/mem limit act.
+	LimitPolls int `koanf:"limit_polls"`
 }
 
 var defaults = map[string]any{
@@ -37,6 +42,8 @@ var defaults = map[string]any{
 	"inventory":          "./inventory.yaml",
 	"log_format":         "text",
 	"log_level":          "info",
+	"supervise_interval": "10s",
+	"limit_polls":        3,
 }
 
 // DefaultFile is read when --config is not given and it exists.
@@ -51,6 +58,8 @@ func AddFlags(fs *pflag.FlagSet) {
 	fs.String("inventory", "", "host inventory file (env DROVER_INVENTORY)")
 	fs.String("log-format", "", "log format: text or json (env DROVER_LOG_FORMAT)")
 	fs.String("log-level", "", "log level: debug, info, warn, error (env DROVER_LOG_LEVEL)")
+	fs.Duration("supervise-interval", 0, "how often supervision polls each host (env DROVER_SUPERVISE_INTERVAL, default 10s)")
+	fs.Int("limit-polls", 0, "consecutive polls over a cpu/mem limit before acting (env DROVER_LIMIT_POLLS, default 3)")
 }
 
 // Load merges defaults, file, environment and the flags that were set.
@@ -102,6 +111,12 @@ func (c Config) validate() error {
 	}
 	if c.TaskQueue == "" {
 		return fmt.Errorf("task_queue: must not be empty")
+	}
+	if c.SuperviseInterval < time.Second {
+		return fmt.Errorf("supervise_interval %s: must be at least 1s", c.SuperviseInterval)
+	}
+	if c.LimitPolls < 1 {
+		return fmt.Errorf("limit_polls %d: must be at least 1", c.LimitPolls)
 	}
 	if c.LogFormat != "text" && c.LogFormat != "json" {
 		return fmt.Errorf("log_format %q: must be text or json", c.LogFormat)

@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -20,7 +21,7 @@ import (
 
 	enumspb "go.temporal.io/api/enums/v1"
 	historypb "go.temporal.io/api/history/v1"
-	"go.temporal.io/api/workflowservice/v1"
+	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
 	"google.golang.org/protobuf/encoding/protojson"
 	"gopkg.in/yaml.v3"
@@ -29,6 +30,7 @@ import (
 	"github.com/drover-sh/drover/internal/cli"
 	"github.com/drover-sh/drover/internal/config"
 	"github.com/drover-sh/drover/internal/testbed"
+	"github.com/drover-sh/drover/inventory"
 	"github.com/drover-sh/drover/proc"
 	"github.com/drover-sh/drover/workflows"
 )
@@ -85,6 +87,8 @@ type env struct {
 	cfg    config.Config
 	worker *cli.Worker
 	client client.Client
+	// inventories are every inventory file the test used, for cleanup.
+	inventories []string
 }
 
 // newEnv starts hosts and a worker reading the inventory at invPath (the
@@ -100,7 +104,10 @@ func newEnv(t *testing.T, hosts int) *env {
 		Inventory:         bed.InventoryPath,
 		LogFormat:         "text",
 		LogLevel:          "error",
+		SuperviseInterval: time.Second,
+		LimitPolls:        3,
 	}
+	e.inventories = []string{bed.InventoryPath}
 	e.client = e.dial(t)
 	t.Cleanup(e.endHostWorkflows)
 	return e
@@ -118,25 +125,27 @@ func (e *env) startWorker() {
 	e.t.Cleanup(w.Stop)
 }
 
-// endHostWorkflows terminates the host workflows this test's queue started:
+// endHostWorkflows terminates the host workflows of this test's hosts:
 // test-bed addresses are reused by later tests, whose host workflows must
 // start afresh on their own queue.
 func (e *env) endHostWorkflows() {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	q := fmt.Sprintf("WorkflowType = '%s' AND ExecutionStatus = 'Running' AND TaskQueue = '%s'", workflows.HostWorkflowName, e.cfg.TaskQueue)
-	var token []byte
-	for {
-		resp, err := e.client.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{Query: q, NextPageToken: token})
+	ids := map[string]bool{}
+	for _, path := range e.inventories {
+		inv, err := inventory.Load(path)
 		if err != nil {
-			e.t.Logf("list host workflows: %v", err)
-			return
+			continue
 		}
-		for _, ex := range resp.Executions {
-			_ = e.client.TerminateWorkflow(ctx, ex.Execution.WorkflowId, "", "test finished")
+		for _, h := range inv.Hosts() {
+			ids[workflows.HostWorkflowID(h.ID())] = true
 		}
-		if token = resp.NextPageToken; len(token) == 0 {
-			return
+	}
+	for id := range ids {
+		err := e.client.TerminateWorkflow(ctx, id, "", "test finished")
+		var nf *serviceerror.NotFound
+		if err != nil && !errors.As(err, &nf) {
+			e.t.Logf("terminate %s: %v", id, err)
 		}
 	}
 }
@@ -183,6 +192,7 @@ func (e *env) writeInventory(hosts []map[string]any, clouds map[string]any) {
 		e.t.Fatal(err)
 	}
 	e.cfg.Inventory = path
+	e.inventories = append(e.inventories, path)
 }
 
 // starter runs the starter CLI in-process with the env's settings.

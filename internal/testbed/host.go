@@ -63,6 +63,7 @@ func (h *Host) Pid() int {
 	return h.pid
 }
 
+func (h *Host) homeDir() string    { return filepath.Join(h.dir, "root-home") }
 func (h *Host) keyPath() string    { return filepath.Join(h.dir, "ssh_host_ed25519_key") }
 func (h *Host) configPath() string { return filepath.Join(h.dir, "sshd_config") }
 func (h *Host) pidPath() string    { return filepath.Join(h.dir, "sshd.pid") }
@@ -77,6 +78,9 @@ func (h *Host) setupAndStart() error {
 	}
 	// Sticky and world-writable like /tmp, so root and drover-app can both
 	// keep pid files under /data.
+	if err := os.MkdirAll(h.homeDir(), 0o700); err != nil {
+		return err
+	}
 	if err := os.MkdirAll(h.DataDir, 0o755); err != nil {
 		return err
 	}
@@ -171,8 +175,12 @@ func (h *Host) startLocked() error {
 	}
 	defer stderr.Close()
 	// unshare and sh both exec, so the started pid ends up being sshd itself.
-	script := fmt.Sprintf("%s --bind '%s' /data && exec %s -D -e -f '%s' -E '%s'",
-		tools.mount, h.DataDir, sshdPath, h.configPath(), h.LogPath())
+	// Root's home is an empty directory of the host's own: sshd runs
+	// commands through root's login shell, and bash reads ~/.bashrc when
+	// started by sshd, so the machine's rc files (a pyenv init, say) would
+	// otherwise run, and can hang, on every exec.
+	script := fmt.Sprintf("%[1]s --bind '%[2]s' /data && %[1]s --bind '%[3]s' /root && exec %[4]s -D -e -f '%[5]s' -E '%[6]s'",
+		tools.mount, h.DataDir, h.homeDir(), sshdPath, h.configPath(), h.LogPath())
 	cmd := exec.Command(tools.unshare, "--mount", "--propagation", "private", "--", "/bin/sh", "-c", script)
 	cmd.Dir = "/"
 	cmd.Env = []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"}

@@ -1,0 +1,258 @@
+package activities
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"go.temporal.io/sdk/activity"
+
+	"github.com/drover-sh/drover/policies"
+	"github.com/drover-sh/drover/proc"
+	"github.com/drover-sh/drover/transport"
+)
+
+// WatchEntry is one supervised process as the host workflow knows it.
+type WatchEntry struct {
+	Process proc.ProcessID `json:"process"`
+	Spec    proc.Spec      `json:"spec"`
+	// Drifted lists configmap paths already reported, so drift is
+	// reported once per change, not every poll.
+	Drifted []string `json:"drifted,omitempty"`
+}
+
+// WatchInput asks for polling until something needs a decision.
+type WatchInput struct {
+	Target   proc.Target   `json:"target"`
+	Entries  []WatchEntry  `json:"entries"`
+	Interval time.Duration `json:"interval"`
+	// LimitPolls is how many consecutive polls over a limit call for action.
+	LimitPolls int `json:"limit_polls,omitempty"`
+	// Renew ends a quiet watch after this long, so the activity is
+	// refreshed now and then; zero means policies.WatchRenew.
+	Renew time.Duration `json:"renew,omitempty"`
+}
+
+// Watch event kinds.
+const (
+	WatchDead      = "dead"
+	WatchUnhealthy = "unhealthy"
+	WatchLimit     = "limit"
+	WatchDrift     = "drift"
+)
+
+// WatchEvent is something the host workflow must decide on.
+type WatchEvent struct {
+	Index  int     `json:"index"` // into WatchInput.Entries
+	Kind   string  `json:"kind"`
+	Detail string  `json:"detail"`
+	CPU    float64 `json:"cpu,omitempty"`
+	Mem    float64 `json:"mem,omitempty"`
+	// Drifted is the full set of drifted paths, for WatchDrift.
+	Drifted []string `json:"drifted,omitempty"`
+}
+
+// WatchOutput ends a watch: events to decide on, or none when renewing.
+type WatchOutput struct {
+	Events []WatchEvent `json:"events,omitempty"`
+	Polls  int          `json:"polls"`
+}
+
+// Watch polls every supervised process on one host with one exec per poll,
+// over the pooled connection, and returns only when a decision is needed:
+// a quiet poll costs the workflow nothing. It heartbeats every poll, which
+// is also how it learns it was cancelled.
+func (a *Activities) Watch(ctx context.Context, in WatchInput) (WatchOutput, error) {
+	host, ok := a.Inventory.Lookup(in.Target.HostID())
+	if !ok {
+		return WatchOutput{}, fmt.Errorf("host %s is not in the inventory", in.Target.HostID())
+	}
+	renew := in.Renew
+	if renew <= 0 {
+		renew = policies.WatchRenew
+	}
+	interval := in.Interval
+	if interval <= 0 {
+		interval = policies.DefaultPollInterval
+	}
+	w := newWatcher(in)
+	script := w.script()
+	ended := time.Now().Add(renew)
+	tick := time.NewTicker(interval)
+	defer tick.Stop()
+	for polls := 1; ; polls++ {
+		res, err := a.Runner.Run(ctx, host, transport.Command{Script: script, Timeout: policies.WatchPollTimeout})
+		if err == nil && res.ExitCode == 0 {
+			if events := w.observe(string(res.Stdout)); len(events) > 0 {
+				return WatchOutput{Events: events, Polls: polls}, nil
+			}
+		}
+		// An unreachable host is polled again: supervision resumes when
+		// it answers, and the watch never fails because of it.
+		if activity.IsActivity(ctx) {
+			activity.RecordHeartbeat(ctx, polls)
+		}
+		if time.Now().After(ended) {
+			return WatchOutput{Polls: polls}, nil
+		}
+		select {
+		case <-ctx.Done():
+			return WatchOutput{Polls: polls}, ctx.Err()
+		case <-tick.C:
+		}
+	}
+}
+
+// watcher keeps what one watch needs between polls.
+type watcher struct {
+	in     WatchInput
+	limits []policies.LimitState
+	// previous poll's CPU ticks of each process (by start time) and host
+	prevTicks  []uint64
+	prevStart  []uint64
+	prevHost   uint64
+	reportedMD map[string]bool
+}
+
+func newWatcher(in WatchInput) *watcher {
+	w := &watcher{in: in, limits: make([]policies.LimitState, len(in.Entries)),
+		prevTicks: make([]uint64, len(in.Entries)), prevStart: make([]uint64, len(in.Entries)),
+		reportedMD: map[string]bool{}}
+	for i, e := range in.Entries {
+		for _, p := range e.Drifted {
+			w.reportedMD[key(i, p)] = true
+		}
+	}
+	return w
+}
+
+func key(i int, path string) string { return strconv.Itoa(i) + "\x00" + path }
+
+// script is the one exec of a poll: every pid file, every health_cmd, and
+// the md5 of every watched config file.
+func (w *watcher) script() string {
+	paths := make([]string, len(w.in.Entries))
+	for i, e := range w.in.Entries {
+		paths[i] = e.Spec.PidPath
+	}
+	var b strings.Builder
+	b.WriteString(ProbeScript(paths, 0))
+	for i, e := range w.in.Entries {
+		if e.Spec.HealthCmd != "" {
+			fmt.Fprintf(&b, "(cd %s 2>/dev/null; timeout 10 sh -c %s </dev/null >/dev/null 2>&1); printf 'Z\\t%d\\t%%d\\n' $?\n",
+				transport.ShellQuote(e.Spec.SetupPath), transport.ShellQuote(e.Spec.HealthCmd), i)
+		}
+		for j, c := range e.Spec.ConfigMap {
+			if c.Path == "" || c.MD5 == "" {
+				continue
+			}
+			fmt.Fprintf(&b, "printf 'M\\t%d\\t%d\\t%%s\\n' \"$(md5sum < %s 2>/dev/null | cut -c1-32)\"\n", i, j, transport.ShellQuote(c.Path))
+		}
+	}
+	return b.String()
+}
+
+// observe evaluates one poll's output and returns the events it calls for.
+func (w *watcher) observe(out string) []WatchEvent {
+	host, samples, err := ParseProbe(out, len(w.in.Entries))
+	if err != nil {
+		return nil
+	}
+	health := map[int]bool{}
+	md := map[[2]int]string{}
+	sc := bufio.NewScanner(strings.NewReader(out))
+	for sc.Scan() {
+		f := strings.Split(sc.Text(), "\t")
+		switch {
+		case f[0] == "Z" && len(f) == 3:
+			health[atoi(f[1])] = strings.TrimSpace(f[2]) == "0"
+		case f[0] == "M" && len(f) == 4:
+			md[[2]int{atoi(f[1]), atoi(f[2])}] = strings.TrimSpace(f[3])
+		}
+	}
+	var events []WatchEvent
+	for i, e := range w.in.Entries {
+		s := samples[i]
+		resident := e.Spec.AutoType == proc.AutoResident
+		alive := proc.Alive(s, e.Spec.ProcName)
+		if resident && !alive {
+			events = append(events, WatchEvent{Index: i, Kind: WatchDead,
+				Detail: fmt.Sprintf("process(%s) is not running (pid file %s)", e.Spec.ProcName, e.Spec.PidPath)})
+			continue
+		}
+		if resident {
+			if ok, checked := health[i]; checked && !ok {
+				events = append(events, WatchEvent{Index: i, Kind: WatchUnhealthy,
+					Detail: fmt.Sprintf("health_cmd of %s failed", e.Spec.ProcName)})
+				continue
+			}
+			if ev, ok := w.limit(i, e, s, host); ok {
+				events = append(events, ev)
+				continue
+			}
+		}
+		if ev, ok := w.drift(i, e, md); ok {
+			events = append(events, ev)
+		}
+	}
+	w.prevHost = host.Ticks
+	return events
+}
+
+// limit checks cpu and mem against the spec over consecutive polls. CPU%
+// is the change in utime+stime since the previous poll of the same
+// incarnation, over the host's total ticks: never a lifetime average.
+func (w *watcher) limit(i int, e WatchEntry, s proc.Sample, host proc.HostInfo) (WatchEvent, bool) {
+	ticks := s.UTime + s.STime
+	defer func() { w.prevTicks[i], w.prevStart[i] = ticks, s.StartTicks }()
+	if w.prevHost == 0 || w.prevStart[i] != s.StartTicks {
+		return WatchEvent{}, false // first sight of this incarnation
+	}
+	cpu := policies.CPUPercentBetween(w.prevTicks[i], ticks, w.prevHost, host.Ticks)
+	mem := proc.MemPercent(s, host)
+	polls := w.in.LimitPolls
+	if polls <= 0 {
+		polls = policies.DefaultLimitPolls
+	}
+	v := policies.LimitPolicy{CPU: e.Spec.CPULimit, Mem: e.Spec.MemLimit, Polls: polls}.Observe(w.limits[i], cpu, mem)
+	w.limits[i] = v.State
+	if !v.Exceeded {
+		return WatchEvent{}, false
+	}
+	return WatchEvent{Index: i, Kind: WatchLimit, CPU: cpu, Mem: mem,
+		Detail: fmt.Sprintf("%s over its limit for %d polls: cpu %.1f%% (limit %.1f), mem %.1f%% (limit %.1f)",
+			e.Spec.ProcName, polls, cpu, e.Spec.CPULimit, mem, e.Spec.MemLimit)}, true
+}
+
+// drift reports config files whose md5 differs from the registered one,
+// once per change.
+func (w *watcher) drift(i int, e WatchEntry, md map[[2]int]string) (WatchEvent, bool) {
+	var drifted []string
+	changed := false
+	for j, c := range e.Spec.ConfigMap {
+		got, ok := md[[2]int{i, j}]
+		if !ok {
+			continue
+		}
+		k := key(i, c.Path)
+		bad := !strings.EqualFold(got, c.MD5)
+		if bad {
+			drifted = append(drifted, c.Path)
+		}
+		if bad != w.reportedMD[k] {
+			changed = true
+			w.reportedMD[k] = bad
+		}
+	}
+	if !changed {
+		return WatchEvent{}, false
+	}
+	detail := "config files match their registered md5"
+	if len(drifted) > 0 {
+		detail = "config drift: md5 of " + strings.Join(drifted, ", ") + " differs from the registered one"
+	}
+	return WatchEvent{Index: i, Kind: WatchDrift, Detail: detail, Drifted: drifted}, true
+}

@@ -1,0 +1,169 @@
+package policies
+
+import (
+	"testing"
+	"time"
+
+	"github.com/drover-sh/drover/proc"
+)
+
+func TestRestartPolicy(t *testing.T) {
+	p := RestartPolicy{Retries: 4, Interval: 10 * time.Second, MaxDelay: 25 * time.Second}
+	cases := []struct {
+		attempts int
+		action   RestartAction
+		delay    time.Duration
+	}{
+		{0, RestartNow, 0},                // first death: at once
+		{1, RestartNow, 10 * time.Second}, // after one failed start: the interval
+		{2, RestartNow, 20 * time.Second}, // doubled
+		{3, RestartNow, 25 * time.Second}, // capped
+		{4, RestartGiveUp, 0},             // retries spent
+		{9, RestartGiveUp, 0},
+	}
+	for _, c := range cases {
+		got := p.Next(RestartState{Attempts: c.attempts}, "k")
+		if got.Action != c.action || got.Delay != c.delay {
+			t.Errorf("attempts %d: %+v, want action %d delay %s", c.attempts, got, c.action, c.delay)
+		}
+	}
+}
+
+func TestRestartPolicyNoRetries(t *testing.T) {
+	if got := (RestartPolicy{Retries: 0}).Next(RestartState{}, "k"); got.Action != RestartGiveUp {
+		t.Fatalf("zero retries must give up at once, got %+v", got)
+	}
+}
+
+func TestRestartJitterIsBoundedAndDeterministic(t *testing.T) {
+	p := NewRestartPolicy(10, 10*time.Second)
+	seen := map[time.Duration]bool{}
+	for _, key := range []string{"a", "b", "c", "d", "e", "f"} {
+		d1 := p.Next(RestartState{Attempts: 1}, key).Delay
+		d2 := p.Next(RestartState{Attempts: 1}, key).Delay
+		if d1 != d2 {
+			t.Fatalf("jitter for %q differs between calls: %s %s", key, d1, d2)
+		}
+		if d1 < 10*time.Second || d1 > 12500*time.Millisecond {
+			t.Fatalf("delay %s outside [10s, 12.5s]", d1)
+		}
+		seen[d1] = true
+	}
+	if len(seen) < 3 {
+		t.Fatalf("jitter should spread processes: %v", seen)
+	}
+	if d := p.Next(RestartState{Attempts: 9}, "a").Delay; d > MaxRestartDelay+MaxRestartDelay/4 {
+		t.Fatalf("delay %s over the cap plus jitter", d)
+	}
+}
+
+func TestRestartState(t *testing.T) {
+	st := RestartState{}.Started().Started()
+	if st.Attempts != 2 || st.StayedUp().Attempts != 0 {
+		t.Fatalf("state %+v", st)
+	}
+}
+
+func TestLimitPolicy(t *testing.T) {
+	p := LimitPolicy{CPU: 50, Mem: 10, Polls: 3}
+	type step struct {
+		cpu, mem float64
+		over     int
+		exceeded bool
+		which    string
+	}
+	cases := []struct {
+		name  string
+		steps []step
+	}{
+		{"under both", []step{{10, 1, 0, false, ""}, {49.9, 9.9, 0, false, ""}}},
+		{"three over in a row", []step{{60, 1, 1, false, "cpu"}, {60, 1, 2, false, "cpu"}, {60, 1, 0, true, "cpu"}}},
+		{"a dip resets", []step{{60, 1, 1, false, "cpu"}, {10, 1, 0, false, ""}, {60, 1, 1, false, "cpu"}}},
+		{"mem counts too", []step{{0, 11, 1, false, "mem"}, {0, 11, 2, false, "mem"}, {0, 11, 0, true, "mem"}}},
+		{"cpu and mem mixed", []step{{60, 1, 1, false, "cpu"}, {0, 20, 2, false, "mem"}, {60, 20, 0, true, "cpu"}}},
+		{"exactly the limit is not over", []step{{50, 10, 0, false, ""}}},
+	}
+	for _, c := range cases {
+		st := LimitState{}
+		for i, s := range c.steps {
+			v := p.Observe(st, s.cpu, s.mem)
+			if v.State.Over != s.over || v.Exceeded != s.exceeded || v.Which != s.which {
+				t.Fatalf("%s step %d: %+v, want over %d exceeded %v which %q", c.name, i, v, s.over, s.exceeded, s.which)
+			}
+			st = v.State
+		}
+	}
+	if v := (LimitPolicy{}).Observe(LimitState{}, 100, 100); v.Exceeded || v.State.Over != 0 {
+		t.Fatalf("no limits set must never act: %+v", v)
+	}
+	if v := (LimitPolicy{CPU: 1}).Observe(LimitState{Over: DefaultLimitPolls - 1}, 2, 0); !v.Exceeded {
+		t.Fatalf("zero Polls means the default %d", DefaultLimitPolls)
+	}
+}
+
+func TestCPUPercentBetween(t *testing.T) {
+	cases := []struct {
+		pb, pa, hb, ha uint64
+		want           float64
+	}{
+		{100, 150, 1000, 1200, 25},
+		{100, 100, 1000, 1200, 0},
+		{100, 150, 1000, 1000, 0}, // no host time passed
+		{150, 100, 1000, 1200, 0}, // counter went back: a new process
+		{0, 500, 0, 100, 100},     // clamped
+	}
+	for _, c := range cases {
+		if got := CPUPercentBetween(c.pb, c.pa, c.hb, c.ha); got != c.want {
+			t.Errorf("%+v: %v, want %v", c, got, c.want)
+		}
+	}
+}
+
+func TestNextRun(t *testing.T) {
+	from := time.Date(2026, 11, 22, 10, 0, 30, 0, time.UTC)
+	cycle := proc.Spec{ProcName: "p", CycleTime: time.Minute}
+	if got, _ := NextRun(cycle, time.Time{}, from); !got.Equal(from) {
+		t.Fatalf("first cycle run must be at once, got %s", got)
+	}
+	last := from.Add(-10 * time.Second)
+	if got, _ := NextRun(cycle, last, from); !got.Equal(last.Add(time.Minute)) {
+		t.Fatalf("next cycle run %s", got)
+	}
+	cronSpec := proc.Spec{ProcName: "p", CrontabRule: "*/5 * * * *", CycleTime: time.Minute}
+	if got, _ := NextRun(cronSpec, time.Time{}, from); !got.Equal(time.Date(2026, 11, 22, 10, 5, 0, 0, time.UTC)) {
+		t.Fatalf("cron wins over cycle_time: %s", got)
+	}
+	if got, _ := NextRun(proc.Spec{CrontabRule: "@every 30s"}, from, from); !got.Equal(from.Add(30 * time.Second)) {
+		t.Fatalf("@every: %s", got)
+	}
+	if _, err := NextRun(proc.Spec{ProcName: "p"}, time.Time{}, from); err == nil {
+		t.Fatal("a periodic spec with no schedule is an error")
+	}
+	if _, err := NextRun(proc.Spec{CrontabRule: "bogus"}, time.Time{}, from); err == nil {
+		t.Fatal("a bad rule is an error")
+	}
+}
+
+func TestWithDefaultsTreatsZeroAsDefault(t *testing.T) {
+	s := WithDefaults(proc.Spec{})
+	if s.StartCheck != DefaultStartCheck || s.StopCheck != DefaultStopCheck || s.OpTimeout != DefaultOpTimeout ||
+		s.StartRetries != DefaultStartRetries || s.StartInterval != DefaultStartInterval || s.Account != "root" || s.ShellExt != proc.ShellSh {
+		t.Fatalf("defaults %+v", s)
+	}
+	kept := WithDefaults(proc.Spec{StartCheck: time.Second, Account: "app", OpTimeout: 3 * time.Second})
+	if kept.StartCheck != time.Second || kept.Account != "app" || kept.OpTimeout != 3*time.Second {
+		t.Fatalf("set values must be kept: %+v", kept)
+	}
+}
+
+func TestHostOpDeadlineCoversTheOp(t *testing.T) {
+	s := WithDefaults(proc.Spec{})
+	for _, op := range []proc.OpType{proc.OpStart, proc.OpStop, proc.OpStatus, proc.OpRestart, proc.OpReload, proc.OpKill} {
+		if d := HostOpDeadline(op, s); d <= s.OpTimeout {
+			t.Errorf("%s: deadline %s does not exceed op_timeout %s", op, d, s.OpTimeout)
+		}
+	}
+	if HostOpDeadline(proc.OpRestart, s) <= HostOpDeadline(proc.OpStart, s) {
+		t.Error("restart (stop then start) needs longer than start")
+	}
+}

@@ -1,0 +1,261 @@
+package workflows
+
+import (
+	"fmt"
+	"time"
+
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/drover-sh/drover/activities"
+	"github.com/drover-sh/drover/policies"
+	"github.com/drover-sh/drover/proc"
+)
+
+// wait blocks until a request arrives, the watch of the supervised
+// processes calls for a decision, or a restart or periodic run falls due.
+// While nothing happens, the watch runs as one long activity: a quiet host
+// adds nothing to this workflow's history.
+func (h *host) wait(ctx workflow.Context) {
+	wctx, cancel := workflow.WithCancel(ctx)
+	defer cancel()
+	sel := workflow.NewSelector(ctx)
+	sel.AddReceive(h.ops, func(c workflow.ReceiveChannel, _ bool) {
+		var req HostRequest
+		c.Receive(ctx, &req)
+		h.Queue = append(h.Queue, req)
+	})
+	now := workflow.Now(ctx)
+	watched := h.watched()
+	var watchOut *activities.WatchOutput
+	if len(watched) > 0 && !now.Before(h.watchBackoff) {
+		fut := h.startWatch(wctx, watched)
+		sel.AddFuture(fut, func(f workflow.Future) {
+			var out activities.WatchOutput
+			if err := f.Get(ctx, &out); err != nil {
+				h.watchBackoff = workflow.Now(ctx).Add(policies.WatchFailureBackoff)
+				h.event(ctx, proc.ProcessID{}, EventWatchFailed, fmt.Sprintf("supervision paused for %s: %v", policies.WatchFailureBackoff, err), 0)
+				return
+			}
+			watchOut = &out
+		})
+	}
+	wake, ok := h.nextWake(now)
+	if len(watched) > 0 && now.Before(h.watchBackoff) && (!ok || h.watchBackoff.Before(wake)) {
+		wake, ok = h.watchBackoff, true
+	}
+	if ok {
+		sel.AddFuture(workflow.NewTimer(wctx, wake.Sub(now)), func(workflow.Future) {})
+	}
+	sel.Select(ctx)
+	if watchOut != nil {
+		h.decide(ctx, watched, watchOut.Events)
+	}
+}
+
+// watched lists the entries supervision polls: every managed process that
+// is not given up on.
+func (h *host) watched() []int {
+	var out []int
+	for i, e := range h.Entries {
+		if e.Managed && !e.Cancelled {
+			out = append(out, i)
+		}
+	}
+	return out
+}
+
+func (h *host) startWatch(ctx workflow.Context, watched []int) workflow.Future {
+	interval := h.Supervision.Interval
+	if interval <= 0 {
+		interval = policies.DefaultPollInterval
+	}
+	in := activities.WatchInput{Target: h.target(), Interval: interval, LimitPolls: h.Supervision.LimitPolls}
+	for _, i := range watched {
+		e := h.Entries[i]
+		in.Entries = append(in.Entries, activities.WatchEntry{Process: e.Process, Spec: policies.WithDefaults(e.Spec), Drifted: e.Drifted})
+	}
+	actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		StartToCloseTimeout: policies.WatchRenew + 10*time.Minute,
+		HeartbeatTimeout:    interval + policies.WatchPollTimeout + 15*time.Second,
+		RetryPolicy:         &temporal.RetryPolicy{InitialInterval: time.Second, MaximumInterval: 30 * time.Second, MaximumAttempts: 10},
+	})
+	var a *activities.Activities
+	return workflow.ExecuteActivity(actx, a.Watch, in)
+}
+
+func (h *host) target() proc.Target { return proc.Target{CloudID: h.Host.CloudID, IP: h.Host.IP} }
+
+// decide acts on what the watch saw. Every event is checked against the
+// entry as it is now: management may have changed since the watch began.
+func (h *host) decide(ctx workflow.Context, watched []int, events []activities.WatchEvent) {
+	for _, ev := range events {
+		if ev.Index < 0 || ev.Index >= len(watched) {
+			continue
+		}
+		i := watched[ev.Index]
+		if i >= len(h.Entries) || !h.Entries[i].Managed || h.Entries[i].Cancelled {
+			continue
+		}
+		e := &h.Entries[i]
+		switch ev.Kind {
+		case activities.WatchDead:
+			h.restart(ctx, e, proc.OpStart, ev.Detail)
+		case activities.WatchUnhealthy:
+			h.restart(ctx, e, proc.OpRestart, ev.Detail)
+		case activities.WatchLimit:
+			h.event(ctx, e.Process, EventLimitExceed, ev.Detail, e.Pid)
+			stop := h.runOp(ctx, HostRequest{Op: proc.OpStop, Target: h.target(), Process: e.Process}, *e)
+			if stop.Result.Code != proc.CodeSuccess && stop.Result.Code != proc.CodeNotRunning {
+				h.event(ctx, e.Process, EventRestartFailed, "stop over limit: "+stop.Result.Message, e.Pid)
+				continue
+			}
+			if e.Spec.AutoType == proc.AutoResident {
+				e.Restart = policies.RestartState{}
+				h.attempt(ctx, e, proc.OpStart, "started again after exceeding its limit")
+			}
+		case activities.WatchDrift:
+			e.Drifted = ev.Drifted
+			kind := EventConfigDrift
+			if len(ev.Drifted) == 0 {
+				kind = EventConfigRestored
+			}
+			h.event(ctx, e.Process, kind, ev.Detail, e.Pid)
+		}
+	}
+}
+
+// restart applies the restart policy to a dead (or unhealthy) process.
+func (h *host) restart(ctx workflow.Context, e *Entry, op proc.OpType, why string) {
+	spec := policies.WithDefaults(e.Spec)
+	d := policies.NewRestartPolicy(spec.StartRetries, spec.StartInterval).Next(e.Restart, e.Process.Namespace+"/"+e.Process.Name)
+	switch {
+	case d.Action == policies.RestartGiveUp:
+		e.Managed, e.Cancelled, e.RetryAt = false, true, time.Time{}
+		h.event(ctx, e.Process, EventCancelRestart,
+			fmt.Sprintf("gave up after %d restarts (%s); manage it again with op_type 3 or a start", e.Restart.Attempts, why), e.Pid)
+	case d.Delay > 0:
+		e.RetryAt = workflow.Now(ctx).Add(d.Delay)
+	default:
+		h.attempt(ctx, e, op, why)
+	}
+}
+
+// attempt starts a supervised process once and records the outcome.
+func (h *host) attempt(ctx workflow.Context, e *Entry, op proc.OpType, why string) {
+	e.RetryAt = time.Time{}
+	e.Restart = e.Restart.Started()
+	out := h.runOp(ctx, HostRequest{Op: op, Target: h.target(), Process: e.Process}, *e)
+	if out.Result.Code == proc.CodeSuccess || out.Result.Code == proc.CodeAlreadyRunning {
+		// It passed its start check: it stayed up past the window.
+		e.Restart = e.Restart.StayedUp()
+		e.LastStartTime = workflow.Now(ctx).Unix()
+		if out.Alive {
+			e.Pid, e.StartTicks = out.Pid, out.StartTicks
+		}
+		h.event(ctx, e.Process, EventRestartSuccess, fmt.Sprintf("%s; pid %d", why, e.Pid), e.Pid)
+		return
+	}
+	h.event(ctx, e.Process, EventRestartFailed, out.Result.Message, e.Pid)
+	h.restart(ctx, e, op, why)
+}
+
+// runDue runs restarts whose backoff is over and periodic runs that are
+// due; it reports whether it did anything.
+func (h *host) runDue(ctx workflow.Context) bool {
+	now := workflow.Now(ctx)
+	for i := range h.Entries {
+		e := &h.Entries[i]
+		if !e.Managed || e.Cancelled {
+			continue
+		}
+		if !e.RetryAt.IsZero() && !now.Before(e.RetryAt) {
+			h.attempt(ctx, e, proc.OpStart, "retry after backoff")
+			return true
+		}
+		if e.Spec.AutoType == proc.AutoPeriodic {
+			h.schedule(e, now)
+			if !e.NextRun.IsZero() && !now.Before(e.NextRun) {
+				h.runPeriodic(ctx, e, now)
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// schedule sets a periodic entry's next run if it has none.
+func (h *host) schedule(e *Entry, now time.Time) {
+	if !e.NextRun.IsZero() {
+		return
+	}
+	next, err := policies.NextRun(e.Spec, e.LastRun, now)
+	if err != nil {
+		return
+	}
+	e.NextRun = next
+}
+
+// runPeriodic runs a periodic process once, unless its previous run is
+// still going. A timer missed while no worker ran fires late, once: runs
+// are neither lost nor doubled, and an outage does not cause a burst.
+func (h *host) runPeriodic(ctx workflow.Context, e *Entry, now time.Time) {
+	out := h.runOp(ctx, HostRequest{Op: proc.OpStart, Target: h.target(), Process: e.Process}, *e)
+	scheduled := e.NextRun
+	switch out.Result.Code {
+	case proc.CodeSuccess:
+		e.LastStartTime = now.Unix()
+		h.event(ctx, e.Process, EventPeriodicRun, fmt.Sprintf("run scheduled for %s", scheduled.UTC().Format(time.RFC3339)), out.Pid)
+	case proc.CodeAlreadyRunning:
+		h.event(ctx, e.Process, EventPeriodicSkip, "previous run still running: "+out.Result.Message, out.Pid)
+	default:
+		h.event(ctx, e.Process, EventPeriodicFailed, out.Result.Message, 0)
+	}
+	e.LastRun = scheduled
+	e.NextRun = time.Time{}
+	h.schedule(e, now)
+	for i := 0; i < 10000 && !e.NextRun.IsZero() && !e.NextRun.After(now); i++ {
+		e.LastRun = e.NextRun
+		e.NextRun = time.Time{}
+		h.schedule(e, now)
+	}
+}
+
+// nextWake is the earliest pending restart or periodic run.
+func (h *host) nextWake(now time.Time) (time.Time, bool) {
+	var best time.Time
+	consider := func(t time.Time) {
+		if !t.IsZero() && (best.IsZero() || t.Before(best)) {
+			best = t
+		}
+	}
+	for i := range h.Entries {
+		e := &h.Entries[i]
+		if !e.Managed || e.Cancelled {
+			continue
+		}
+		consider(e.RetryAt)
+		if e.Spec.AutoType == proc.AutoPeriodic {
+			h.schedule(e, now)
+			consider(e.NextRun)
+		}
+	}
+	if best.IsZero() {
+		return best, false
+	}
+	if best.Before(now) {
+		best = now
+	}
+	return best, true
+}
+
+// event records what supervision did; the newest is also the workflow's
+// memo, so the Temporal UI shows it.
+func (h *host) event(ctx workflow.Context, p proc.ProcessID, kind, detail string, pid int) {
+	ev := Event{Time: workflow.Now(ctx), Host: h.Host, Process: p, Kind: kind, Detail: detail, Pid: pid}
+	h.Events = append(h.Events, ev)
+	if len(h.Events) > maxEvents {
+		h.Events = h.Events[len(h.Events)-maxEvents:]
+	}
+	_ = workflow.UpsertMemo(ctx, map[string]any{"last_event": ev})
+}
