@@ -67,4 +67,4 @@ clean:
 
 ## test-scale: the 1,000-identity fan-out test (minutes; not part of make test)
 test-scale: deps bin/temporal
-	$(GO) test -tags scale -timeout 30m -run TestFanOut -v ./internal/e2e
+	$(GO) test -tags scale -timeout 30m -run "TestFanOut|TestSupervisionCost" -v ./internal/e2e

@@ -78,6 +78,9 @@ func (a *Activities) Watch(ctx context.Context, in WatchInput) (WatchOutput, err
 	if interval <= 0 {
 		interval = policies.DefaultPollInterval
 	}
+	// Heartbeats go on while a poll waits on a slow host, so a lost worker
+	// is noticed within the heartbeat timeout, not after a poll's timeout.
+	defer keepAlive(ctx)()
 	w := newWatcher(in)
 	script := w.script()
 	ended := time.Now().Add(renew)

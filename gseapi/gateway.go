@@ -48,8 +48,10 @@ func Call(ctx context.Context, e Engine, api string, body []byte, wait bool) (Re
 			return Failure(0, err), OutcomeBadRequest
 		}
 		return results(ctx, e, q.TaskID, false)
-	case APIGetProcStatus, APISyncProcStatus:
-		return Failure(CodeBadRequest, fieldErr("api", "%s is answered by the supervision service, not available in this build", api)), OutcomeBadRequest
+	case APIGetProcStatus:
+		return getProcStatus(ctx, e, body)
+	case APISyncProcStatus:
+		return syncProcStatus(ctx, e, body)
 	}
 	t, err := DecodeTask(api, body)
 	if err != nil {
@@ -95,4 +97,21 @@ func outcomeOf(res map[string]proc.HostResult) Outcome {
 		}
 	}
 	return OutcomeOK
+}
+
+// Validate decodes a call's body without acting on it, so a bad request is
+// refused before anything is contacted.
+func Validate(api string, body []byte) error {
+	var err error
+	switch api {
+	case APIGetProcOperateResult:
+		_, err = DecodeResultQuery(body)
+	case APIGetProcStatus:
+		_, err = DecodeStatusQuery(body)
+	case APISyncProcStatus:
+		_, err = DecodeSyncQuery(body)
+	default:
+		_, err = DecodeTask(api, body)
+	}
+	return err
 }

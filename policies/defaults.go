@@ -115,3 +115,7 @@ const WatchPollTimeout = 30 * time.Second
 // WatchFailureBackoff pauses supervision of a host whose watch failed
 // outright (not merely unreachable), instead of retrying in a tight loop.
 const WatchFailureBackoff = time.Minute
+
+// MaxCatchUp is how many periodic runs that fell due during an outage are
+// still run when it ends; older ones are skipped, and recorded as such.
+const MaxCatchUp = 3

@@ -50,6 +50,12 @@ type StatusInstance struct {
 	RegisterTime  int64   `json:"register_time"`
 	LastStartTime int64   `json:"last_start_time"`
 	ReportTime    int64   `json:"report_time"`
+	// Expected is drover's addition: the process should be running (it
+	// was started and not stopped since), managed or not.
+	Expected bool `json:"expected"`
+	// ConfigDrift lists configmap files whose md5 differs from the
+	// registered one (drover's addition).
+	ConfigDrift []string `json:"configDrift,omitempty"`
 }
 
 // StatusProcess groups the instances of one process name.
@@ -72,6 +78,10 @@ type Registration struct {
 	Managed       bool  `json:"managed"`
 	RegisterTime  int64 `json:"register_time"`
 	LastStartTime int64 `json:"last_start_time"`
+	// Expected: started and not stopped since, managed or not.
+	Expected bool `json:"expected,omitempty"`
+	// Drifted lists configmap files seen with another md5.
+	Drifted []string `json:"drifted,omitempty"`
 }
 
 // StatusExtras are status fields that come from optional commands.
@@ -85,7 +95,7 @@ func BuildStatus(ip string, spec Spec, host HostInfo, s Sample, alive bool, reg 
 	inst := StatusInstance{
 		ProcessName: spec.ProcName, Pid: -1, IsAuto: reg.Managed,
 		RegisterTime: reg.RegisterTime, LastStartTime: reg.LastStartTime, ReportTime: host.Now,
-		Version: ex.Version,
+		Version: ex.Version, Expected: reg.Expected || reg.Managed, ConfigDrift: reg.Drifted,
 	}
 	if alive {
 		inst.Pid = s.Pid

@@ -179,6 +179,11 @@ type registryCache struct {
 	m  map[proc.HostID]*registryRead
 }
 
+// registryQueries bounds the registry queries one worker has in flight:
+// each is a workflow task on some worker, and a thousand at once only queue
+// up behind each other until they time out.
+var registryQueries = make(chan struct{}, 32)
+
 type registryRead struct {
 	once    sync.Once
 	entries []Entry
@@ -198,6 +203,8 @@ func (rc *registryCache) get(ctx context.Context, h proc.HostID) ([]Entry, error
 	}
 	rc.mu.Unlock()
 	r.once.Do(func() {
+		registryQueries <- struct{}{}
+		defer func() { <-registryQueries }()
 		// A closed host workflow (terminated by hand) holds no registry;
 		// asking it would wait for a replay on a queue nobody may poll.
 		resp, err := rc.c.QueryWorkflowWithOptions(ctx, &client.QueryWorkflowWithOptionsRequest{

@@ -99,6 +99,9 @@ type HostReply struct {
 type Entry struct {
 	Process proc.ProcessID `json:"process"`
 	Spec    proc.Spec      `json:"spec"`
+	// SupplierID is the bk_supplier_id the process was registered with,
+	// for its result key.
+	SupplierID int `json:"bk_supplier_id,omitempty"`
 	proc.Registration
 	// StartTicks and Pid identify the incarnation drover last started or
 	// saw, so a reused pid is never taken for it.
@@ -111,7 +114,6 @@ type Entry struct {
 	Cancelled bool                  `json:"cancelled,omitempty"` // gave up after start_retries
 	LastRun   time.Time             `json:"last_run,omitempty"`  // periodic: the last scheduled run
 	NextRun   time.Time             `json:"next_run,omitempty"`  // periodic: the next one
-	Drifted   []string              `json:"drifted,omitempty"`   // configmap paths whose md5 differs
 }
 
 // Event is something supervision did or saw, as the GSE agent reports it.
@@ -122,6 +124,8 @@ type Event struct {
 	Kind    string         `json:"kind"`
 	Detail  string         `json:"detail"`
 	Pid     int            `json:"pid,omitempty"`
+	// Scheduled is the time a periodic run was scheduled for.
+	Scheduled time.Time `json:"scheduled,omitempty"`
 }
 
 // Event kinds; the first four are the GSE agent's.

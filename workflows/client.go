@@ -4,10 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
+	"strings"
+	"sync"
 	"time"
 
 	"go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 
 	"github.com/drover-sh/drover/gseapi"
@@ -130,4 +134,77 @@ func (e *Engine) Results(ctx context.Context, taskID string, wait bool) (map[str
 		out[r.Key] = r.HostResult
 	}
 	return out, nil
+}
+
+// Registered lists every registered (host, process) of a namespace (and
+// name, when given), from the registries of all running host workflows.
+func (e *Engine) Registered(ctx context.Context, namespace, name string) ([]proc.Item, error) {
+	q := fmt.Sprintf("WorkflowType = '%s' AND ExecutionStatus = 'Running'", HostWorkflowName)
+	var ids []string
+	var token []byte
+	for {
+		resp, err := e.Client.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{Query: q, NextPageToken: token})
+		if err != nil {
+			return nil, fmt.Errorf("%w: list host workflows: %v", gseapi.ErrUnavailable, err)
+		}
+		for _, ex := range resp.Executions {
+			ids = append(ids, ex.Execution.WorkflowId)
+		}
+		if token = resp.NextPageToken; len(token) == 0 {
+			break
+		}
+	}
+	var mu sync.Mutex
+	var out []proc.Item
+	var firstErr error
+	sem := make(chan struct{}, 32)
+	var wg sync.WaitGroup
+	for _, id := range ids {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func(id string) {
+			defer func() { <-sem; wg.Done() }()
+			resp, err := e.Client.QueryWorkflowWithOptions(ctx, &client.QueryWorkflowWithOptionsRequest{
+				WorkflowID: id, QueryType: RegistryQuery, QueryRejectCondition: enums.QUERY_REJECT_CONDITION_NOT_OPEN})
+			var entries []Entry
+			if err == nil && resp.QueryRejected == nil {
+				err = resp.QueryResult.Get(&entries)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				if firstErr == nil {
+					firstErr = fmt.Errorf("%s: %w", id, err)
+				}
+				return
+			}
+			host, ok := parseHostWorkflowID(id)
+			if !ok {
+				return
+			}
+			for _, en := range entries {
+				if en.Process.Namespace == namespace && (name == "" || en.Process.Name == name) {
+					out = append(out, proc.Item{Target: proc.Target{CloudID: host.CloudID, SupplierID: en.SupplierID, IP: host.IP}, Process: en.Process})
+				}
+			}
+		}(id)
+	}
+	wg.Wait()
+	if firstErr != nil {
+		return nil, fmt.Errorf("%w: read a registry: %v", gseapi.ErrUnavailable, firstErr)
+	}
+	return out, nil
+}
+
+func parseHostWorkflowID(id string) (proc.HostID, bool) {
+	rest, ok := strings.CutPrefix(id, "host:")
+	if !ok {
+		return proc.HostID{}, false
+	}
+	cloud, ip, ok := strings.Cut(rest, ":")
+	n, err := strconv.Atoi(cloud)
+	if !ok || err != nil {
+		return proc.HostID{}, false
+	}
+	return proc.HostID{CloudID: n, IP: ip}, true
 }

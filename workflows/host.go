@@ -145,6 +145,9 @@ func (h *host) handle(ctx workflow.Context, req HostRequest) proc.HostResult {
 		}
 		h.Entries[i].Spec = *req.Spec
 	}
+	if i >= 0 {
+		h.Entries[i].SupplierID = req.Target.SupplierID
+	}
 	if i < 0 {
 		return proc.Fail(proc.CodeNotRegistered, "process %s/%s is not registered on host %s; register it with register_proc_info", req.Process.Namespace, req.Process.Name, h.Host)
 	}
@@ -154,7 +157,9 @@ func (h *host) handle(ctx workflow.Context, req HostRequest) proc.HostResult {
 		manage(e)
 		return controlResult(e, proc.HostResult{Code: proc.CodeSuccess, Message: "success"})
 	case proc.OpUnregister:
+		expected := e.Expected // no longer managed, but still meant to run
 		unmanage(e)
+		e.Expected = expected
 		return controlResult(e, proc.HostResult{Code: proc.CodeSuccess, Message: "success"})
 	case proc.OpStop, proc.OpKill:
 		// Operators win: the process is unmanaged before it is stopped, so
@@ -191,8 +196,8 @@ func (h *host) handleSpec(_ workflow.Context, req HostRequest, now int64) proc.H
 		if other, clash := h.indexOwner(req.Process, *req.Spec); clash {
 			return proc.Fail(proc.CodeBadSpec, "value_key %q is already used by %s/%s on this host", req.Spec.Index(), other.Namespace, other.Name)
 		}
-		h.Entries = append(h.Entries, Entry{Process: req.Process, Spec: *req.Spec,
-			Registration: proc.Registration{Managed: req.Manage, RegisterTime: now}})
+		h.Entries = append(h.Entries, Entry{Process: req.Process, Spec: *req.Spec, SupplierID: req.Target.SupplierID,
+			Registration: proc.Registration{Managed: req.Manage, Expected: req.Manage, RegisterTime: now}})
 		h.sortEntries()
 	case proc.OpSpecUpdate:
 		if i < 0 {
@@ -251,13 +256,13 @@ func (h *host) runOp(ctx workflow.Context, req HostRequest, e Entry) activities.
 
 // manage puts a process under supervision afresh.
 func manage(e *Entry) {
-	e.Managed, e.Cancelled = true, false
+	e.Managed, e.Cancelled, e.Expected = true, false, true
 	e.Restart, e.RetryAt = policies.RestartState{}, time.Time{}
 }
 
 // unmanage takes a process out of supervision, with any pending restart.
 func unmanage(e *Entry) {
-	e.Managed, e.Cancelled = false, false
+	e.Managed, e.Cancelled, e.Expected = false, false, false
 	e.Restart, e.RetryAt, e.NextRun = policies.RestartState{}, time.Time{}, time.Time{}
 }
 

@@ -54,11 +54,11 @@ func (h *host) wait(ctx workflow.Context) {
 }
 
 // watched lists the entries supervision polls: every managed process that
-// is not given up on.
+// is not given up on and not already waiting for a restart.
 func (h *host) watched() []int {
 	var out []int
 	for i, e := range h.Entries {
-		if e.Managed && !e.Cancelled {
+		if e.Managed && !e.Cancelled && e.RetryAt.IsZero() {
 			out = append(out, i)
 		}
 	}
@@ -77,7 +77,7 @@ func (h *host) startWatch(ctx workflow.Context, watched []int) workflow.Future {
 	}
 	actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 		StartToCloseTimeout: policies.WatchRenew + 10*time.Minute,
-		HeartbeatTimeout:    interval + policies.WatchPollTimeout + 15*time.Second,
+		HeartbeatTimeout:    policies.HeartbeatTimeout,
 		RetryPolicy:         &temporal.RetryPolicy{InitialInterval: time.Second, MaximumInterval: 30 * time.Second, MaximumAttempts: 10},
 	})
 	var a *activities.Activities
@@ -94,7 +94,7 @@ func (h *host) decide(ctx workflow.Context, watched []int, events []activities.W
 			continue
 		}
 		i := watched[ev.Index]
-		if i >= len(h.Entries) || !h.Entries[i].Managed || h.Entries[i].Cancelled {
+		if i >= len(h.Entries) || !h.Entries[i].Managed || h.Entries[i].Cancelled || !h.Entries[i].RetryAt.IsZero() {
 			continue
 		}
 		e := &h.Entries[i]
@@ -196,28 +196,40 @@ func (h *host) schedule(e *Entry, now time.Time) {
 	e.NextRun = next
 }
 
-// runPeriodic runs a periodic process once, unless its previous run is
-// still going. A timer missed while no worker ran fires late, once: runs
-// are neither lost nor doubled, and an outage does not cause a burst.
+// runPeriodic runs a periodic process for its next scheduled time, unless
+// its previous run is still going. Timers are durable, so a run that fell
+// due while no worker ran is run late, once: runs are neither lost nor
+// doubled. An outage longer than policies.MaxCatchUp runs is not replayed
+// in full; the runs beyond it are recorded as skipped.
 func (h *host) runPeriodic(ctx workflow.Context, e *Entry, now time.Time) {
-	out := h.runOp(ctx, HostRequest{Op: proc.OpStart, Target: h.target(), Process: e.Process}, *e)
 	scheduled := e.NextRun
+	out := h.runOp(ctx, HostRequest{Op: proc.OpStart, Target: h.target(), Process: e.Process}, *e)
+	at := scheduled.UTC().Format(time.RFC3339Nano)
 	switch out.Result.Code {
 	case proc.CodeSuccess:
 		e.LastStartTime = now.Unix()
-		h.event(ctx, e.Process, EventPeriodicRun, fmt.Sprintf("run scheduled for %s", scheduled.UTC().Format(time.RFC3339)), out.Pid)
+		h.eventAt(ctx, e.Process, EventPeriodicRun, "run scheduled for "+at, out.Pid, scheduled)
 	case proc.CodeAlreadyRunning:
-		h.event(ctx, e.Process, EventPeriodicSkip, "previous run still running: "+out.Result.Message, out.Pid)
+		h.eventAt(ctx, e.Process, EventPeriodicSkip, "previous run still running at "+at+": "+out.Result.Message, out.Pid, scheduled)
 	default:
-		h.event(ctx, e.Process, EventPeriodicFailed, out.Result.Message, 0)
+		h.eventAt(ctx, e.Process, EventPeriodicFailed, out.Result.Message, 0, scheduled)
 	}
-	e.LastRun = scheduled
-	e.NextRun = time.Time{}
+	e.LastRun, e.NextRun = scheduled, time.Time{}
 	h.schedule(e, now)
-	for i := 0; i < 10000 && !e.NextRun.IsZero() && !e.NextRun.After(now); i++ {
-		e.LastRun = e.NextRun
-		e.NextRun = time.Time{}
-		h.schedule(e, now)
+	// Keep at most MaxCatchUp overdue runs.
+	var overdue []time.Time
+	for t := e.NextRun; !t.IsZero() && !t.After(now) && len(overdue) <= 10000; {
+		overdue = append(overdue, t)
+		next, err := policies.NextRun(e.Spec, t, now)
+		if err != nil {
+			break
+		}
+		t = next
+	}
+	if skip := len(overdue) - policies.MaxCatchUp; skip > 0 {
+		h.eventAt(ctx, e.Process, EventPeriodicSkip, fmt.Sprintf("%d runs missed during an outage, from %s", skip,
+			overdue[0].UTC().Format(time.RFC3339)), 0, overdue[0])
+		e.LastRun, e.NextRun = overdue[skip-1], overdue[skip]
 	}
 }
 
@@ -252,7 +264,12 @@ func (h *host) nextWake(now time.Time) (time.Time, bool) {
 // event records what supervision did; the newest is also the workflow's
 // memo, so the Temporal UI shows it.
 func (h *host) event(ctx workflow.Context, p proc.ProcessID, kind, detail string, pid int) {
-	ev := Event{Time: workflow.Now(ctx), Host: h.Host, Process: p, Kind: kind, Detail: detail, Pid: pid}
+	h.eventAt(ctx, p, kind, detail, pid, time.Time{})
+}
+
+// eventAt records an event of a scheduled (periodic) run.
+func (h *host) eventAt(ctx workflow.Context, p proc.ProcessID, kind, detail string, pid int, scheduled time.Time) {
+	ev := Event{Time: workflow.Now(ctx), Host: h.Host, Process: p, Kind: kind, Detail: detail, Pid: pid, Scheduled: scheduled}
 	h.Events = append(h.Events, ev)
 	if len(h.Events) > maxEvents {
 		h.Events = h.Events[len(h.Events)-maxEvents:]

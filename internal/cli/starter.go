@@ -54,7 +54,7 @@ func NewStarter(out, errOut io.Writer) *cobra.Command {
 	root.SetOut(out)
 	root.SetErr(errOut)
 	config.AddFlags(root.PersistentFlags())
-	root.AddCommand(newAPICommand(), newResultCommand())
+	root.AddCommand(newAPICommand(), newResultCommand(), newEventsCommand())
 	return root
 }
 
@@ -133,10 +133,8 @@ func readBody(cmd *cobra.Command, file string) ([]byte, error) {
 
 func callAPI(ctx context.Context, cmd *cobra.Command, cfg config.Config, name string, body []byte, f apiFlags) error {
 	// Decode before dialling: a bad request never reaches Temporal.
-	if name != gseapi.APIGetProcOperateResult {
-		if _, err := gseapi.DecodeTask(name, body); err != nil {
-			return reject(cmd, err)
-		}
+	if err := gseapi.Validate(name, body); err != nil {
+		return reject(cmd, err)
 	}
 	c, err := dial(cfg)
 	if err != nil {

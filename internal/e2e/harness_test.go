@@ -58,9 +58,8 @@ func TestMain(m *testing.M) {
 var queueSeq atomic.Int64
 
 var (
-	workerOnce sync.Once
-	workerBin  string
-	workerErr  error
+	binMu    sync.Mutex
+	binPaths = map[string]string{}
 )
 
 // dial opens a client of the test's own, independent of any worker.
@@ -87,8 +86,8 @@ type env struct {
 	cfg    config.Config
 	worker *cli.Worker
 	client client.Client
-	// inventories are every inventory file the test used, for cleanup.
-	inventories []string
+	// hostIDs are the host workflows of every inventory the test used.
+	hostIDs map[string]bool
 }
 
 // newEnv starts hosts and a worker reading the inventory at invPath (the
@@ -107,7 +106,8 @@ func newEnv(t *testing.T, hosts int) *env {
 		SuperviseInterval: time.Second,
 		LimitPolls:        3,
 	}
-	e.inventories = []string{bed.InventoryPath}
+	e.hostIDs = map[string]bool{}
+	e.noteHosts(bed.InventoryPath)
 	e.client = e.dial(t)
 	t.Cleanup(e.endHostWorkflows)
 	return e
@@ -131,22 +131,30 @@ func (e *env) startWorker() {
 func (e *env) endHostWorkflows() {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	ids := map[string]bool{}
-	for _, path := range e.inventories {
-		inv, err := inventory.Load(path)
-		if err != nil {
-			continue
-		}
-		for _, h := range inv.Hosts() {
-			ids[workflows.HostWorkflowID(h.ID())] = true
-		}
+	// A client of its own: the test's may be closed by now.
+	c, err := client.Dial(client.Options{HostPort: e.cfg.TemporalAddress, Logger: quietLog{}})
+	if err != nil {
+		return // the server is gone, and its workflows with it
 	}
-	for id := range ids {
-		err := e.client.TerminateWorkflow(ctx, id, "", "test finished")
+	defer c.Close()
+	for id := range e.hostIDs {
+		err := c.TerminateWorkflow(ctx, id, "", "test finished")
 		var nf *serviceerror.NotFound
 		if err != nil && !errors.As(err, &nf) {
 			e.t.Logf("terminate %s: %v", id, err)
 		}
+	}
+}
+
+// noteHosts remembers an inventory's host workflows for cleanup (the file
+// itself may be gone by then).
+func (e *env) noteHosts(path string) {
+	inv, err := inventory.Load(path)
+	if err != nil {
+		e.t.Fatalf("inventory %s: %v", path, err)
+	}
+	for _, h := range inv.Hosts() {
+		e.hostIDs[workflows.HostWorkflowID(h.ID())] = true
 	}
 }
 
@@ -192,7 +200,7 @@ func (e *env) writeInventory(hosts []map[string]any, clouds map[string]any) {
 		e.t.Fatal(err)
 	}
 	e.cfg.Inventory = path
-	e.inventories = append(e.inventories, path)
+	e.noteHosts(path)
 }
 
 // starter runs the starter CLI in-process with the env's settings.

@@ -16,33 +16,32 @@ import (
 	"github.com/drover-sh/drover/workflows"
 )
 
-// buildWorker builds cmd/worker once per test binary.
-func buildWorker(t *testing.T) string {
+// buildBinary builds cmd/<name> once per test binary.
+func buildBinary(t *testing.T, name string) string {
 	t.Helper()
-	workerOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "drover-e2e-bin-")
-		if err != nil {
-			workerErr = err
-			return
-		}
-		workerBin = filepath.Join(dir, "worker")
-		cmd := exec.Command("go", "build", "-o", workerBin, "./cmd/worker")
-		cmd.Dir = testbed.ModuleRoot()
-		if out, err := cmd.CombinedOutput(); err != nil {
-			workerErr = err
-			workerBin = string(out)
-		}
-	})
-	if workerErr != nil {
-		t.Fatalf("build worker: %v\n%s", workerErr, workerBin)
+	binMu.Lock()
+	defer binMu.Unlock()
+	if p, ok := binPaths[name]; ok {
+		return p
 	}
-	return workerBin
+	dir, err := os.MkdirTemp("", "drover-e2e-bin-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := filepath.Join(dir, name)
+	cmd := exec.Command("go", "build", "-o", p, "./cmd/"+name)
+	cmd.Dir = testbed.ModuleRoot()
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("build %s: %v\n%s", name, err, out)
+	}
+	binPaths[name] = p
+	return p
 }
 
 // startWorkerProcess runs the worker binary; the returned stop kills it.
 func (e *env) startWorkerProcess(t *testing.T) *exec.Cmd {
 	t.Helper()
-	cmd := exec.Command(buildWorker(t), "--temporal-address", e.cfg.TemporalAddress,
+	cmd := exec.Command(buildBinary(t, "worker"), "--temporal-address", e.cfg.TemporalAddress,
 		"--task-queue", e.cfg.TaskQueue, "--inventory", e.cfg.Inventory, "--log-level", "warn")
 	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
@@ -118,5 +117,42 @@ func TestWorkerKilledMidOpIsFinishedByAnother(t *testing.T) {
 		if pid := hostPid(t, h, "/data/app/svc.pid"); !hostAlive(h, pid) {
 			t.Errorf("%s: not running after the op", h.IP)
 		}
+	}
+}
+
+func TestProgressWhileRunning(t *testing.T) {
+	e := newEnv(t, 2)
+	fast, slow := e.bed.Hosts[0], e.bed.Hosts[1]
+	installApp(t, fast, "app")
+	installApp(t, slow, "app")
+	if _, err := slow.Exec(`sed -i 's/^sleep 0.2$/sleep 6/' /data/app/start.sh`); err != nil {
+		t.Fatal(err)
+	}
+	e.startWorker()
+	e.register("1", "svc", appSpec("app"), proc.Target{IP: fast.IP}, proc.Target{IP: slow.IP})
+	body := `{"meta":{"namespace":"1","name":"svc"},"op_type":0,"hosts":[` +
+		`{"ip":"` + fast.IP + `","bk_cloud_id":0,"bk_supplier_id":0},{"ip":"` + slow.IP + `","bk_cloud_id":0,"bk_supplier_id":0}]}`
+	out, _, code := e.starter(body, "api", "operate_process")
+	var accepted struct {
+		Data struct {
+			TaskID string `json:"task_id"`
+		} `json:"data"`
+	}
+	if err := jsonUnmarshal(out, &accepted); err != nil || code != 0 {
+		t.Fatalf("submit: %s", out)
+	}
+	fastKey, slowKey := key(fast.IP, "1", "svc"), key(slow.IP, "1", "svc")
+	sawPartial := false
+	waitFor(t, 60*time.Second, "task done", func() bool {
+		out, _, _ := e.starter("", "result", accepted.Data.TaskID)
+		res := decodeResult(t, out)
+		f, s := res.Data[fastKey].ErrorCode, res.Data[slowKey].ErrorCode
+		if f == 0 && s == int(proc.CodeRunning) {
+			sawPartial = true
+		}
+		return f != int(proc.CodeRunning) && s != int(proc.CodeRunning)
+	})
+	if !sawPartial {
+		t.Fatal("never saw the fast host done while the slow one was still 115")
 	}
 }

@@ -2,7 +2,9 @@ package e2e
 
 import (
 	"encoding/json"
+	"errors"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -22,14 +24,28 @@ func seedRequest(t *testing.T, name string, replace ...string) string {
 	return strings.NewReplacer(replace...).Replace(string(b))
 }
 
-// callSeed writes the body to a file and runs `starter api NAME -f FILE` with extra args.
+// callSeed writes the body to a file and runs the built starter binary,
+// `starter api NAME -f FILE` with extra args, as an operator would.
 func (e *env) callSeed(t *testing.T, api, body string, args ...string) (map[string]any, int) {
 	t.Helper()
 	f := filepath.Join(t.TempDir(), api+".json")
 	if err := os.WriteFile(f, []byte(body), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	out, errOut, code := e.starter("", append([]string{"api", api, "-f", f}, args...)...)
+	full := append([]string{"api", api, "-f", f}, args...)
+	full = append(full, "--temporal-address", e.cfg.TemporalAddress, "--task-queue", e.cfg.TaskQueue, "--inventory", e.cfg.Inventory)
+	cmd := exec.Command(buildBinary(t, "starter"), full...)
+	var stdout, stderr strings.Builder
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	code := 0
+	if err := cmd.Run(); err != nil {
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) {
+			t.Fatal(err)
+		}
+		code = ee.ExitCode()
+	}
+	out, errOut := stdout.String(), stderr.String()
 	var resp map[string]any
 	if err := json.Unmarshal([]byte(out), &resp); err != nil {
 		t.Fatalf("%s: response is not JSON: %v\n%s%s", api, err, out, errOut)

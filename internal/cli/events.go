@@ -1,0 +1,135 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+	"go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/sdk/client"
+
+	"github.com/drover-sh/drover/internal/config"
+	"github.com/drover-sh/drover/inventory"
+	"github.com/drover-sh/drover/workflows"
+)
+
+type eventFlags struct {
+	hosts, kind, namespace, name, output string
+	since                                time.Duration
+}
+
+func newEventsCommand() *cobra.Command {
+	var f eventFlags
+	cmd := &cobra.Command{
+		Use:   "events",
+		Short: "List supervision events (restarts, give-ups, limits, drift, periodic runs)",
+		Long: "List the supervision events the host workflows recorded, newest last.\n" +
+			"Kinds: process_restart_success, process_restart_failed, process_cancel_restart,\n" +
+			"process_resource_limit_exceed, process_config_drift, process_config_restored,\n" +
+			"process_periodic_run, process_periodic_skip, process_periodic_failed, host_watch_failed.",
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg, err := config.Load(cmd.Flags())
+			if err != nil {
+				return &ExitError{Code: ExitBadRequest, Err: err}
+			}
+			if f.output != "table" && f.output != "json" {
+				return &ExitError{Code: ExitBadRequest, Err: fmt.Errorf("-o %q: must be table or json", f.output)}
+			}
+			inv, err := inventory.Load(cfg.Inventory)
+			if err != nil {
+				return &ExitError{Code: ExitBadRequest, Err: err}
+			}
+			hosts, err := inv.Select(f.hosts)
+			if err != nil {
+				return &ExitError{Code: ExitBadRequest, Err: err}
+			}
+			c, err := dial(cfg)
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			evs, err := collectEvents(cmd.Context(), c, hosts)
+			if err != nil {
+				return &ExitError{Code: ExitUnavailable, Err: err}
+			}
+			evs = filterEvents(evs, f, time.Now())
+			if f.output == "json" {
+				return printJSON(cmd, evs)
+			}
+			w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
+			fmt.Fprintln(w, "TIME\tHOST\tPROCESS\tKIND\tPID\tDETAIL")
+			for _, ev := range evs {
+				fmt.Fprintf(w, "%s\t%s\t%s/%s\t%s\t%d\t%s\n", ev.Time.UTC().Format(time.RFC3339), ev.Host,
+					ev.Process.Namespace, ev.Process.Name, ev.Kind, ev.Pid, ev.Detail)
+			}
+			return w.Flush()
+		},
+	}
+	cmd.Flags().StringVar(&f.hosts, "hosts", "all", "hosts: all, group:NAME, label:K=V, an ip or CLOUD:IP, comma-separated")
+	cmd.Flags().StringVar(&f.kind, "kind", "", "only events of this kind (a prefix works: process_restart)")
+	cmd.Flags().StringVar(&f.namespace, "namespace", "", "only processes of this namespace")
+	cmd.Flags().StringVar(&f.name, "name", "", "only processes of this name")
+	cmd.Flags().DurationVar(&f.since, "since", 0, "only events this recent (e.g. 24h)")
+	cmd.Flags().StringVarP(&f.output, "output", "o", "table", "table or json")
+	return cmd
+}
+
+// collectEvents queries the events of each host's workflow; hosts without
+// one have none.
+func collectEvents(ctx context.Context, c client.Client, hosts []inventory.Host) ([]workflows.Event, error) {
+	var mu sync.Mutex
+	var out []workflows.Event
+	var firstErr error
+	sem := make(chan struct{}, 32)
+	var wg sync.WaitGroup
+	for _, h := range hosts {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func(id string) {
+			defer func() { <-sem; wg.Done() }()
+			resp, err := c.QueryWorkflowWithOptions(ctx, &client.QueryWorkflowWithOptionsRequest{
+				WorkflowID: id, QueryType: workflows.EventsQuery, QueryRejectCondition: enums.QUERY_REJECT_CONDITION_NOT_OPEN})
+			var evs []workflows.Event
+			if err == nil && resp.QueryRejected == nil {
+				err = resp.QueryResult.Get(&evs)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil && !isNotFound(err) && firstErr == nil {
+				firstErr = fmt.Errorf("events of %s: %w", id, err)
+			}
+			out = append(out, evs...)
+		}(workflows.HostWorkflowID(h.ID()))
+	}
+	wg.Wait()
+	sort.SliceStable(out, func(i, j int) bool { return out[i].Time.Before(out[j].Time) })
+	return out, firstErr
+}
+
+func filterEvents(evs []workflows.Event, f eventFlags, now time.Time) []workflows.Event {
+	out := []workflows.Event{}
+	for _, ev := range evs {
+		switch {
+		case f.kind != "" && !strings.HasPrefix(ev.Kind, f.kind),
+			f.namespace != "" && ev.Process.Namespace != f.namespace,
+			f.name != "" && ev.Process.Name != f.name,
+			f.since > 0 && ev.Time.Before(now.Add(-f.since)):
+			continue
+		}
+		out = append(out, ev)
+	}
+	return out
+}
+
+func isNotFound(err error) bool {
+	var nf *serviceerror.NotFound
+	return errors.As(err, &nf)
+}

@@ -1,0 +1,365 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/drover-sh/drover/internal/testbed"
+	"github.com/drover-sh/drover/proc"
+	"github.com/drover-sh/drover/workflows"
+)
+
+// supervised registers the app as a managed resident process and starts it.
+func (e *env) supervised(t *testing.T, h *testbed.Host, edit func(*proc.Spec)) (proc.Item, int) {
+	t.Helper()
+	spec := appSpec("app")
+	spec.StartRetries = 2
+	spec.StartInterval = time.Second
+	if edit != nil {
+		edit(&spec)
+	}
+	it := proc.Item{Target: proc.Target{IP: h.IP}, Process: proc.ProcessID{Namespace: "sup", Name: "svc"}, Spec: &spec}
+	wantCode(t, "start managed", e.op(proc.OpStart, it), proc.CodeSuccess)
+	return proc.Item{Target: it.Target, Process: it.Process}, hostPid(t, h, spec.PidPath)
+}
+
+// waitFor polls cond until it holds or the limit passes.
+func waitFor(t *testing.T, limit time.Duration, what string, cond func() bool) time.Duration {
+	t.Helper()
+	began := time.Now()
+	for !cond() {
+		if time.Since(began) > limit {
+			t.Fatalf("%s: not within %s", what, limit)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return time.Since(began)
+}
+
+// events returns the host workflow's supervision events.
+func (e *env) events(t *testing.T, h *testbed.Host) []workflows.Event {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	v, err := e.client.QueryWorkflow(ctx, workflows.HostWorkflowID(proc.HostID{IP: h.IP}), "", workflows.EventsQuery)
+	if err != nil {
+		t.Fatalf("events query: %v", err)
+	}
+	var evs []workflows.Event
+	if err := v.Get(&evs); err != nil {
+		t.Fatal(err)
+	}
+	return evs
+}
+
+func countKind(evs []workflows.Event, kind string) int {
+	n := 0
+	for _, ev := range evs {
+		if ev.Kind == kind {
+			n++
+		}
+	}
+	return n
+}
+
+func (e *env) hasEvent(t *testing.T, h *testbed.Host, kind string) func() bool {
+	return func() bool { return countKind(e.events(t, h), kind) > 0 }
+}
+
+// liveNewPid waits for the app's pid file to name a live pid other than old.
+func liveNewPid(t *testing.T, h *testbed.Host, old int) func() bool {
+	return func() bool {
+		p := hostPid(t, h, "/data/app/svc.pid")
+		return p != 0 && p != old && hostAlive(h, p)
+	}
+}
+
+func TestSuperviseRestartsAKilledProcess(t *testing.T) {
+	e := newEnv(t, 1)
+	h := e.bed.Hosts[0]
+	installApp(t, h, "app")
+	e.startWorker()
+	it, pid := e.supervised(t, h, nil)
+	before := time.Now().Unix()
+	time.Sleep(1100 * time.Millisecond) // so last_start_time can move
+	if _, err := h.Exec(fmt.Sprintf("kill -9 %d", pid)); err != nil {
+		t.Fatal(err)
+	}
+	// Bound: one poll interval (1 s) to notice, start_check (1 s) to confirm.
+	took := waitFor(t, 10*time.Second, "restart after kill -9", liveNewPid(t, h, pid))
+	t.Logf("kill -9 to a new live pid: %s", took.Round(time.Millisecond))
+	waitFor(t, 5*time.Second, "restart event", e.hasEvent(t, h, workflows.EventRestartSuccess))
+	newPid := hostPid(t, h, "/data/app/svc.pid")
+
+	body, _ := json.Marshal(map[string]any{"meta": map[string]any{"namespace": "sup", "name": "svc"},
+		"hosts": []map[string]any{{"ip": h.IP, "bk_cloud_id": 0, "bk_supplier_id": 0}}})
+	out, errOut, code := e.starter(string(body), "api", "get_proc_status")
+	var resp struct {
+		Result bool `json:"result"`
+		Data   struct {
+			ProcInfos []struct {
+				Flag, Status  int
+				IsAuto        bool  `json:"isauto"`
+				Pid           int   `json:"pid"`
+				LastStartTime int64 `json:"last_start_time"`
+				RegisterTime  int64 `json:"register_time"`
+			} `json:"proc_infos"`
+		} `json:"data"`
+	}
+	if err := json.Unmarshal([]byte(out), &resp); err != nil || code != 0 || len(resp.Data.ProcInfos) != 1 {
+		t.Fatalf("get_proc_status: exit %d %v\n%s%s", code, err, out, errOut)
+	}
+	pi := resp.Data.ProcInfos[0]
+	if pi.Pid != newPid || pi.Flag != 1 || pi.Status != 1 || !pi.IsAuto || pi.LastStartTime <= before || pi.RegisterTime == 0 {
+		t.Fatalf("get_proc_status after restart: %+v, want pid %d and a last_start_time after %d", pi, newPid, before)
+	}
+
+	// sync_proc_status pages the namespace from the registries.
+	out, errOut, code = e.starter(`{"meta":{"namespace":"sup"},"page":{"start":0,"limit":10}}`, "api", "sync_proc_status")
+	var sync struct {
+		Data struct {
+			Count     int `json:"count"`
+			ProcInfos []struct {
+				Pid  int `json:"pid"`
+				Meta struct {
+					Name string `json:"name"`
+				} `json:"meta"`
+			} `json:"proc_infos"`
+		} `json:"data"`
+	}
+	if err := json.Unmarshal([]byte(out), &sync); err != nil || code != 0 || sync.Data.Count != 1 ||
+		len(sync.Data.ProcInfos) != 1 || sync.Data.ProcInfos[0].Pid != newPid || sync.Data.ProcInfos[0].Meta.Name != it.Process.Name {
+		t.Fatalf("sync_proc_status: exit %d %v\n%s%s", code, err, out, errOut)
+	}
+
+	// The event through the CLI, filtered.
+	out, errOut, code = e.starter("", "events", "--kind", "process_restart", "--namespace", "sup", "-o", "json")
+	var evs []workflows.Event
+	if err := json.Unmarshal([]byte(out), &evs); err != nil || code != 0 || len(evs) != 1 || evs[0].Kind != workflows.EventRestartSuccess || evs[0].Pid != newPid {
+		t.Fatalf("starter events: exit %d %v\n%s%s", code, err, out, errOut)
+	}
+	out, _, _ = e.starter("", "events", "--kind", "process_cancel_restart", "-o", "json")
+	if strings.TrimSpace(out) != "[]" {
+		t.Fatalf("the kind filter let through: %s", out)
+	}
+}
+
+func TestSuperviseGivesUpAfterRetries(t *testing.T) {
+	e := newEnv(t, 1)
+	h := e.bed.Hosts[0]
+	installApp(t, h, "app")
+	// Once "broken" exists, start.sh starts nothing.
+	if _, err := h.Exec(`sed -i '2i echo attempt >> /data/app/attempts.log; [ -e /data/app/broken ] \&\& exit 0' /data/app/start.sh`); err != nil {
+		t.Fatal(err)
+	}
+	e.startWorker()
+	_, pid := e.supervised(t, h, func(s *proc.Spec) { s.StartRetries = 3 })
+	if _, err := h.Exec(fmt.Sprintf("touch /data/app/broken; kill -9 %d", pid)); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 40*time.Second, "management cancelled", func() bool {
+		evs := e.events(t, h)
+		if countKind(evs, workflows.EventCancelRestart) > 0 {
+			return true
+		}
+		t.Logf("events so far: %+v", evs)
+		return false
+	})
+	evs := e.events(t, h)
+	if n := countKind(evs, workflows.EventRestartFailed); n != 3 {
+		t.Fatalf("%d failed restarts, want start_retries = 3: %+v", n, evs)
+	}
+	if out, _ := h.Exec("grep -c attempt /data/app/attempts.log"); strings.TrimSpace(out) != "4" {
+		t.Fatalf("start_cmd ran %s times, want 1 + 3 retries", strings.TrimSpace(out))
+	}
+	// Given up: no more attempts.
+	time.Sleep(3 * time.Second)
+	if out, _ := h.Exec("grep -c attempt /data/app/attempts.log"); strings.TrimSpace(out) != "4" {
+		t.Fatalf("supervision kept trying after giving up: %s starts", strings.TrimSpace(out))
+	}
+}
+
+func TestSuperviseEnforcesCPULimit(t *testing.T) {
+	e := newEnv(t, 1)
+	h := e.bed.Hosts[0]
+	installApp(t, h, "app")
+	// The service burns a core once "burn" exists.
+	if _, err := h.Exec(`sed -i 's/^while :; do sleep 1 \& wait \$!; done$/while :; do if [ -e \/data\/app\/burn ]; then :; else sleep 1 \& wait $!; fi; done/' /data/app/svc`); err != nil {
+		t.Fatal(err)
+	}
+	e.startWorker()
+	_, pid := e.supervised(t, h, func(s *proc.Spec) { s.CPULimit = 10 })
+	if _, err := h.Exec("touch /data/app/burn"); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 20*time.Second, "limit event", e.hasEvent(t, h, workflows.EventLimitExceed))
+	_, _ = h.Exec("rm -f /data/app/burn")
+	waitFor(t, 10*time.Second, "started again after the limit", liveNewPid(t, h, pid))
+	if hostAlive(h, pid) {
+		t.Fatal("the process over its limit was not stopped")
+	}
+}
+
+func TestSuperviseHealthAndDrift(t *testing.T) {
+	e := newEnv(t, 1)
+	h := e.bed.Hosts[0]
+	installApp(t, h, "app")
+	if _, err := h.Exec("echo 'port = 1' > /data/app/app.conf"); err != nil {
+		t.Fatal(err)
+	}
+	sum, _ := h.Exec("md5sum < /data/app/app.conf | cut -c1-32")
+	e.startWorker()
+	_, pid := e.supervised(t, h, func(s *proc.Spec) {
+		s.HealthCmd = "./health.sh"
+		s.RestartCmd = "./restart.sh"
+		s.ConfigMap = []proc.ConfigFile{{Path: "/data/app/app.conf", MD5: strings.TrimSpace(sum)}}
+	})
+	if _, err := h.Exec("touch /data/app/sick"); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 15*time.Second, "restart of an unhealthy process", liveNewPid(t, h, pid))
+	_, _ = h.Exec("rm -f /data/app/sick")
+
+	if _, err := h.Exec("echo 'port = 2' > /data/app/app.conf"); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 10*time.Second, "drift event", e.hasEvent(t, h, workflows.EventConfigDrift))
+	st := e.op(proc.OpStatus, proc.Item{Target: proc.Target{IP: h.IP}, Process: proc.ProcessID{Namespace: "sup", Name: "svc"}})
+	if !strings.Contains(st.Content, `"configDrift":["/data/app/app.conf"]`) {
+		t.Fatalf("status must report the drifted file: %s", st.Content)
+	}
+}
+
+func TestSupervisionNeverUndoesAStop(t *testing.T) {
+	e := newEnv(t, 1)
+	h := e.bed.Hosts[0]
+	installApp(t, h, "app")
+	e.startWorker()
+	it, pid := e.supervised(t, h, nil)
+	// A death and an operator's stop at the same moment: the stop wins.
+	if _, err := h.Exec(fmt.Sprintf("kill -9 %d", pid)); err != nil {
+		t.Fatal(err)
+	}
+	r := e.op(proc.OpStop, it)
+	if r.Code != proc.CodeSuccess && r.Code != proc.CodeNotRunning {
+		t.Fatalf("stop: %+v", r)
+	}
+	time.Sleep(4 * time.Second) // several poll intervals
+	if p := hostPid(t, h, "/data/app/svc.pid"); hostAlive(h, p) {
+		t.Fatalf("supervision brought back a stopped process (pid %d)", p)
+	}
+	// Restart and stop racing from two operators: the last accepted wins.
+	done := make(chan proc.HostResult, 1)
+	go func() { done <- e.op(proc.OpRestart, it) }()
+	time.Sleep(50 * time.Millisecond)
+	stop := e.op(proc.OpStop, it)
+	restart := <-done
+	time.Sleep(3 * time.Second)
+	alive := hostAlive(h, hostPid(t, h, "/data/app/svc.pid"))
+	t.Logf("restart %d, stop %d, alive %v", restart.Code, stop.Code, alive)
+	if stop.Code == proc.CodeSuccess && alive {
+		// The stop was accepted after the restart (ops on a host are serial).
+		t.Fatal("a stop accepted after the restart left the process running")
+	}
+	// Never two instances: every start went through the host's one queue.
+	running, _ := h.Exec(`n=0; for p in /proc/[0-9]*; do tr '\0' ' ' < $p/cmdline 2>/dev/null | grep -q '^/bin/sh ./svc' && n=$((n+1)); done; echo $n`)
+	if n, _ := strconv.Atoi(strings.TrimSpace(running)); n > 1 {
+		t.Fatalf("%d instances of the service run at once: a double start", n)
+	}
+}
+
+func TestPeriodicAndOneShot(t *testing.T) {
+	e := newEnv(t, 1)
+	h := e.bed.Hosts[0]
+	if _, err := h.Exec("mkdir -p /data/job"); err != nil {
+		t.Fatal(err)
+	}
+	e.startWorker()
+	periodic := proc.Spec{ProcName: "tick", SetupPath: "/data/job", PidPath: "/data/job/tick.pid",
+		StartCmd: "date +%s.%N >> /data/job/runs.log", AutoType: proc.AutoPeriodic, CycleTime: 2 * time.Second,
+		StartCheck: 200 * time.Millisecond}
+	it := proc.Item{Target: proc.Target{IP: h.IP}, Process: proc.ProcessID{Namespace: "job", Name: "tick"}, Spec: &periodic}
+	wantCode(t, "register periodic", e.op(proc.OpSpecRegister, it), proc.CodeSuccess)
+	reg := it
+	reg.Spec = nil
+	wantCode(t, "manage periodic", e.op(proc.OpRegister, reg), proc.CodeSuccess)
+	time.Sleep(5 * time.Second)
+	// A worker restart in the middle: no run lost, none doubled.
+	e.worker.Stop()
+	time.Sleep(3 * time.Second)
+	e.startWorker()
+	time.Sleep(6 * time.Second)
+	wantCode(t, "unmanage periodic", e.op(proc.OpUnregister, reg), proc.CodeSuccess)
+	// Every scheduled time ran exactly once: consecutive scheduled times
+	// are one cycle apart (none skipped) and none repeats (none doubled).
+	var scheduled []time.Time
+	for _, ev := range e.events(t, h) {
+		if ev.Kind == workflows.EventPeriodicRun {
+			scheduled = append(scheduled, ev.Scheduled)
+		}
+	}
+	if len(scheduled) < 6 || len(scheduled) > 9 {
+		t.Fatalf("%d runs in about 14 s at a 2 s cycle: %v", len(scheduled), scheduled)
+	}
+	for i := 1; i < len(scheduled); i++ {
+		if d := scheduled[i].Sub(scheduled[i-1]); d != 2*time.Second {
+			t.Fatalf("scheduled runs %d and %d are %s apart, want one cycle: %v", i-1, i, d, scheduled)
+		}
+	}
+	out, _ := h.Exec("grep -c . /data/job/runs.log")
+	if n, _ := strconv.Atoi(strings.TrimSpace(out)); n != len(scheduled) {
+		t.Fatalf("start_cmd ran %d times for %d scheduled runs", n, len(scheduled))
+	}
+
+	oneShot := proc.Spec{ProcName: "once", SetupPath: "/data/job", PidPath: "/data/job/once.pid",
+		StartCmd: "echo ran >> /data/job/once.log", AutoType: proc.AutoOneShot, StartCheck: 200 * time.Millisecond}
+	one := proc.Item{Target: proc.Target{IP: h.IP}, Process: proc.ProcessID{Namespace: "job", Name: "once"}, Spec: &oneShot}
+	wantCode(t, "one-shot start", e.op(proc.OpStart, one), proc.CodeSuccess)
+	time.Sleep(3 * time.Second)
+	if out, _ := h.Exec("grep -c ran /data/job/once.log"); strings.TrimSpace(out) != "1" {
+		t.Fatalf("a one-shot ran %s times", strings.TrimSpace(out))
+	}
+}
+
+func TestSupervisionSurvivesWorkerAndServerRestarts(t *testing.T) {
+	db := filepath.Join(t.TempDir(), "temporal.db")
+	own := testbed.NewTemporal(t, testbed.TemporalOptions{DBFile: db})
+	e := newEnv(t, 1)
+	e.cfg.TemporalAddress = own.Address
+	e.client = e.dial(t)
+	h := e.bed.Hosts[0]
+	installApp(t, h, "app")
+	e.startWorker()
+	_, pid := e.supervised(t, h, nil)
+
+	// The worker goes away; the process dies meanwhile; a new worker repairs it.
+	e.worker.Stop()
+	if _, err := h.Exec(fmt.Sprintf("kill -9 %d", pid)); err != nil {
+		t.Fatal(err)
+	}
+	e.startWorker()
+	waitFor(t, 30*time.Second, "restart after a worker restart", liveNewPid(t, h, pid))
+	pid = hostPid(t, h, "/data/app/svc.pid")
+
+	// The server restarts on the same db file; supervision goes on.
+	if err := own.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	if err := own.Start(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.Exec(fmt.Sprintf("kill -9 %d", pid)); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 60*time.Second, "restart after a server restart", liveNewPid(t, h, pid))
+	if os.Getenv("DROVER_KEEP") == "" {
+		e.worker.Stop()
+	}
+}
