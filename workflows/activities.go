@@ -2,13 +2,11 @@ package workflows
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
 
 	"go.temporal.io/api/enums/v1"
-	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/client"
 
@@ -205,22 +203,7 @@ func (rc *registryCache) get(ctx context.Context, h proc.HostID) ([]Entry, error
 	r.once.Do(func() {
 		registryQueries <- struct{}{}
 		defer func() { <-registryQueries }()
-		// A closed host workflow (terminated by hand) holds no registry;
-		// asking it would wait for a replay on a queue nobody may poll.
-		resp, err := rc.c.QueryWorkflowWithOptions(ctx, &client.QueryWorkflowWithOptionsRequest{
-			WorkflowID: HostWorkflowID(h), QueryType: RegistryQuery,
-			QueryRejectCondition: enums.QUERY_REJECT_CONDITION_NOT_OPEN,
-		})
-		var nf *serviceerror.NotFound
-		switch {
-		case errors.As(err, &nf):
-			// No host workflow yet: nothing is registered there.
-		case err != nil:
-			r.err = err
-		case resp.QueryRejected != nil:
-		default:
-			r.err = resp.QueryResult.Get(&r.entries)
-		}
+		_, r.err = QueryOpen(ctx, rc.c, HostWorkflowID(h), RegistryQuery, &r.entries)
 	})
 	return r.entries, r.err
 }

@@ -164,17 +164,13 @@ func (e *Engine) Registered(ctx context.Context, namespace, name string) ([]proc
 		sem <- struct{}{}
 		go func(id string) {
 			defer func() { <-sem; wg.Done() }()
-			resp, err := e.Client.QueryWorkflowWithOptions(ctx, &client.QueryWorkflowWithOptionsRequest{
-				WorkflowID: id, QueryType: RegistryQuery, QueryRejectCondition: enums.QUERY_REJECT_CONDITION_NOT_OPEN})
 			var entries []Entry
-			if err == nil && resp.QueryRejected == nil {
-				err = resp.QueryResult.Get(&entries)
-			}
+			_, err := QueryOpen(ctx, e.Client, id, RegistryQuery, &entries)
 			mu.Lock()
 			defer mu.Unlock()
 			if err != nil {
 				if firstErr == nil {
-					firstErr = fmt.Errorf("%s: %w", id, err)
+					firstErr = err
 				}
 				return
 			}
@@ -207,4 +203,22 @@ func parseHostWorkflowID(id string) (proc.HostID, bool) {
 		return proc.HostID{}, false
 	}
 	return proc.HostID{CloudID: n, IP: ip}, true
+}
+
+// QueryOpen runs a query on a running workflow and decodes its answer into
+// out. A workflow that does not exist or has closed answers found=false:
+// asking a closed one would wait for a replay on a queue nobody may poll.
+func QueryOpen(ctx context.Context, c client.Client, id, queryType string, out any) (found bool, err error) {
+	resp, err := c.QueryWorkflowWithOptions(ctx, &client.QueryWorkflowWithOptionsRequest{
+		WorkflowID: id, QueryType: queryType, QueryRejectCondition: enums.QUERY_REJECT_CONDITION_NOT_OPEN})
+	var nf *serviceerror.NotFound
+	switch {
+	case errors.As(err, &nf):
+		return false, nil
+	case err != nil:
+		return false, fmt.Errorf("%s: %w", id, err)
+	case resp.QueryRejected != nil:
+		return false, nil
+	}
+	return true, resp.QueryResult.Get(out)
 }

@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sort"
 	"strings"
@@ -11,8 +10,6 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-	"go.temporal.io/api/enums/v1"
-	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
 
 	"github.com/drover-sh/drover/internal/config"
@@ -95,16 +92,12 @@ func collectEvents(ctx context.Context, c client.Client, hosts []inventory.Host)
 		sem <- struct{}{}
 		go func(id string) {
 			defer func() { <-sem; wg.Done() }()
-			resp, err := c.QueryWorkflowWithOptions(ctx, &client.QueryWorkflowWithOptionsRequest{
-				WorkflowID: id, QueryType: workflows.EventsQuery, QueryRejectCondition: enums.QUERY_REJECT_CONDITION_NOT_OPEN})
 			var evs []workflows.Event
-			if err == nil && resp.QueryRejected == nil {
-				err = resp.QueryResult.Get(&evs)
-			}
+			_, err := workflows.QueryOpen(ctx, c, id, workflows.EventsQuery, &evs)
 			mu.Lock()
 			defer mu.Unlock()
-			if err != nil && !isNotFound(err) && firstErr == nil {
-				firstErr = fmt.Errorf("events of %s: %w", id, err)
+			if err != nil && firstErr == nil {
+				firstErr = fmt.Errorf("events: %w", err)
 			}
 			out = append(out, evs...)
 		}(workflows.HostWorkflowID(h.ID()))
@@ -127,9 +120,4 @@ func filterEvents(evs []workflows.Event, f eventFlags, now time.Time) []workflow
 		out = append(out, ev)
 	}
 	return out
-}
-
-func isNotFound(err error) bool {
-	var nf *serviceerror.NotFound
-	return errors.As(err, &nf)
 }

@@ -2,6 +2,8 @@ package e2e
 
 import (
 	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -239,5 +241,31 @@ func TestResultOfUnknownTask(t *testing.T) {
 	}
 	if r := decodeResult(t, out); r.Result || r.Code != gseapi.CodeTaskNotFound {
 		t.Fatalf("response %+v", r)
+	}
+}
+
+func TestRefusedAuthenticationHasItsOwnCode(t *testing.T) {
+	e := newEnv(t, 2)
+	good, bad := e.bed.Hosts[0], e.bed.Hosts[1]
+	wrongKey := filepath.Join(t.TempDir(), "wrong_key")
+	if out, err := exec.Command("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", wrongKey).CombinedOutput(); err != nil {
+		t.Fatalf("ssh-keygen: %v %s", err, out)
+	}
+	e.writeInventory([]map[string]any{
+		{"ip": good.IP, "bk_cloud_id": 0, "bk_supplier_id": 0},
+		{"ip": bad.IP, "bk_cloud_id": 0, "bk_supplier_id": 0, "identity_file": wrongKey},
+	}, nil)
+	e.startWorker()
+	spec := sampleSpec("gse", "svc")
+	items := []proc.Item{
+		{Target: proc.Target{IP: good.IP}, Process: proc.ProcessID{Namespace: "gse", Name: "svc"}, Spec: &spec},
+		{Target: proc.Target{IP: bad.IP}, Process: proc.ProcessID{Namespace: "gse", Name: "svc"}, Spec: &spec},
+	}
+	res := e.runOperate(workflows.OperateInput{TaskID: gseapi.NewTaskID(time.Now()), Op: proc.OpStatus, Items: items})
+	if res.Results[0].Code != proc.CodeNotRunning {
+		t.Fatalf("good host: %+v", res.Results[0])
+	}
+	if r := res.Results[1]; r.Code != proc.CodeAuthFailed || !strings.Contains(r.Message, "auth") {
+		t.Fatalf("wrong key: %+v", r)
 	}
 }
