@@ -41,6 +41,12 @@ const SyncTimeout = 60 * time.Second
 // Call answers one API call by name with its documented response. wait
 // makes an asynchronous API wait and answer like get_proc_operate_result.
 func Call(ctx context.Context, e Engine, api string, body []byte, wait bool) (Response, Outcome) {
+	return CallAs(ctx, e, api, body, wait, nil)
+}
+
+// CallAs is Call for a caller the edge already authenticated (say from a
+// header); its identity replaces the body's.
+func CallAs(ctx context.Context, e Engine, api string, body []byte, wait bool, caller *Caller) (Response, Outcome) {
 	switch api {
 	case APIGetProcOperateResult:
 		q, err := DecodeResultQuery(body)
@@ -56,6 +62,9 @@ func Call(ctx context.Context, e Engine, api string, body []byte, wait bool) (Re
 	t, err := DecodeTask(api, body)
 	if err != nil {
 		return Failure(0, err), OutcomeBadRequest
+	}
+	if caller != nil {
+		t.Caller = *caller
 	}
 	id, err := e.Start(ctx, t)
 	if err != nil {

@@ -25,13 +25,30 @@ var ErrTaskNotFound = errors.New("task not found")
 // task id twice is refused by the server, so a retried submission never runs
 // an op twice.
 func StartOperate(ctx context.Context, c client.Client, taskQueue string, in OperateInput) error {
+	return startOperate(ctx, c, taskQueue, in, nil)
+}
+
+func startOperate(ctx context.Context, c client.Client, taskQueue string, in OperateInput, memo map[string]any) error {
 	_, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
-		ID:                       in.TaskID,
-		TaskQueue:                taskQueue,
-		WorkflowIDReusePolicy:    enums.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
-		WorkflowExecutionTimeout: 0,
+		ID:                    in.TaskID,
+		TaskQueue:             taskQueue,
+		WorkflowIDReusePolicy: enums.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
+		Memo:                  memo,
 	}, OperateWorkflowName, in)
 	return err
+}
+
+// TaskMemo summarises a task for the Temporal UI: the API, op, size and who
+// asked. It names the operator and the app, never a secret or a token.
+func TaskMemo(t *gseapi.Task) map[string]any {
+	m := map[string]any{"api": t.API, "op": t.Op.String(), "items": len(t.Items)}
+	if t.Caller.Username != "" {
+		m["operator"] = t.Caller.Username
+	}
+	if t.Caller.AppCode != "" {
+		m["app"] = t.Caller.AppCode
+	}
+	return m
 }
 
 // WaitOperate blocks until the task's workflow finishes.
@@ -108,7 +125,7 @@ func (e *Engine) Start(ctx context.Context, t *gseapi.Task) (string, error) {
 		now = e.Now
 	}
 	in := OperateInput{TaskID: gseapi.NewTaskID(now()), Op: t.Op, Items: t.Items, Manage: t.Manage}
-	if err := StartOperate(ctx, e.Client, e.TaskQueue, in); err != nil {
+	if err := startOperate(ctx, e.Client, e.TaskQueue, in, TaskMemo(t)); err != nil {
 		return "", fmt.Errorf("%w: %v", gseapi.ErrUnavailable, err)
 	}
 	return in.TaskID, nil

@@ -33,6 +33,35 @@ type Config struct {
 	SuperviseInterval time.Duration `koanf:"supervise_interval"`
 	// LimitPolls is how many consecutive polls over a cpu/mem limit act.
 	LimitPolls int `koanf:"limit_polls"`
+	// Apps may call the HTTP API.
+	Apps []AppConfig `koanf:"apps"`
+}
+
+// AppConfig is an app allowed to call the HTTP API. Its secret comes from
+// an environment variable or a file, never from the config itself.
+type AppConfig struct {
+	Code       string `koanf:"code"`
+	SecretEnv  string `koanf:"secret_env"`
+	SecretFile string `koanf:"secret_file"`
+}
+
+// Secret resolves the app's secret.
+func (a AppConfig) Secret() (string, error) {
+	switch {
+	case a.SecretEnv != "":
+		v, ok := os.LookupEnv(a.SecretEnv)
+		if !ok || v == "" {
+			return "", fmt.Errorf("apps[%s].secret_env: %s is not set", a.Code, a.SecretEnv)
+		}
+		return v, nil
+	case a.SecretFile != "":
+		b, err := os.ReadFile(a.SecretFile)
+		if err != nil {
+			return "", fmt.Errorf("apps[%s].secret_file: %w", a.Code, err)
+		}
+		return strings.TrimSpace(string(b)), nil
+	}
+	return "", fmt.Errorf("apps[%s]: needs secret_env or secret_file", a.Code)
 }
 
 var defaults = map[string]any{
