@@ -215,6 +215,7 @@ func (e *env) starter(stdin string, args ...string) (string, string, int) {
 	code := cli.ExitOK
 	if err := root.Execute(); err != nil {
 		code = cli.ExitCodeOf(err)
+		fmt.Fprintln(&errOut, "starter:", err) // as cli.Execute prints it
 	}
 	return out.String(), errOut.String(), code
 }

@@ -1,0 +1,58 @@
+package cli
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+
+	"github.com/drover-sh/drover/internal/config"
+	"github.com/drover-sh/drover/inventory"
+)
+
+func newHostsCommand() *cobra.Command {
+	var selector string
+	cmd := &cobra.Command{
+		Use:   "hosts [--hosts SELECTOR]",
+		Short: "List the inventory's hosts, or those a selector picks",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg, err := config.Load(cmd.Flags())
+			if err != nil {
+				return &ExitError{Code: ExitBadRequest, Err: err}
+			}
+			inv, err := inventory.Load(cfg.Inventory)
+			if err != nil {
+				return &ExitError{Code: ExitBadRequest, Err: err}
+			}
+			hosts, err := inv.Select(selector)
+			if err != nil {
+				return &ExitError{Code: ExitBadRequest, Err: err}
+			}
+			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "CLOUD\tIP\tADDRESS\tUSER\tTRANSPORT\tGROUPS\tLABELS\tBASTION")
+			for _, h := range hosts {
+				labels := make([]string, 0, len(h.Labels))
+				for k, v := range h.Labels {
+					labels = append(labels, k+"="+v)
+				}
+				sort.Strings(labels)
+				bastion := ""
+				if h.Bastion != nil {
+					bastion = h.Bastion.User + "@" + h.Bastion.Address
+				}
+				fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", h.CloudID, h.IP, h.DialAddress(), h.User, h.Transport,
+					strings.Join(h.Groups, ","), strings.Join(labels, ","), bastion)
+			}
+			if err := tw.Flush(); err != nil {
+				return err
+			}
+			_, err = fmt.Fprintf(cmd.OutOrStdout(), "%d of %d hosts selected by %q\n", len(hosts), len(inv.Hosts()), selector)
+			return err
+		},
+	}
+	cmd.Flags().StringVar(&selector, "hosts", "all", "hosts: all, group:NAME, label:K=V, an ip or CLOUD:IP, comma-separated")
+	return cmd
+}

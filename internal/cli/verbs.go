@@ -1,0 +1,254 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"sort"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+	"golang.org/x/term"
+	"gopkg.in/yaml.v3"
+
+	"github.com/drover-sh/drover/gseapi"
+	"github.com/drover-sh/drover/internal/config"
+	"github.com/drover-sh/drover/inventory"
+	"github.com/drover-sh/drover/proc"
+	"github.com/drover-sh/drover/workflows"
+)
+
+type verbFlags struct {
+	namespace, name, hosts, spec, output string
+	wait, noWait                         bool
+	timeout                              time.Duration
+}
+
+// verbs maps the ergonomic commands to what they send.
+var verbs = []struct {
+	name, short string
+	api         string
+	op          proc.OpType
+}{
+	{"start", "Start a registered process on hosts (op_type 0)", gseapi.APIOperateProcess, proc.OpStart},
+	{"stop", "Stop a process on hosts (op_type 1)", gseapi.APIOperateProcess, proc.OpStop},
+	{"status", "Report a process's status on hosts (op_type 2)", gseapi.APIOperateProcess, proc.OpStatus},
+	{"restart", "Restart a process on hosts (op_type 7)", gseapi.APIOperateProcess, proc.OpRestart},
+	{"reload", "Reload a process on hosts (op_type 8)", gseapi.APIOperateProcess, proc.OpReload},
+	{"kill", "Kill a process on hosts (op_type 9)", gseapi.APIOperateProcess, proc.OpKill},
+	{"register", "Register a process's spec on hosts (register_proc_info; --spec FILE)", gseapi.APIRegisterProcInfo, proc.OpSpecRegister},
+	{"unregister", "Remove a process's spec from hosts (unregister_proc_info)", gseapi.APIUnregisterProcInfo, proc.OpSpecUnregister},
+}
+
+func newVerbCommands() []*cobra.Command {
+	var cmds []*cobra.Command
+	for _, v := range verbs {
+		v := v
+		var f verbFlags
+		cmd := &cobra.Command{
+			Use:   v.name + " --namespace NS --name NAME --hosts SELECTOR",
+			Short: v.short,
+			Args:  cobra.NoArgs,
+			RunE: func(cmd *cobra.Command, _ []string) error {
+				return runVerb(cmd, v.api, v.op, f)
+			},
+		}
+		fl := cmd.Flags()
+		fl.StringVar(&f.namespace, "namespace", "", "process namespace (meta.namespace)")
+		fl.StringVar(&f.name, "name", "", "process name (meta.name)")
+		fl.StringVar(&f.hosts, "hosts", "all", "hosts: all, group:NAME, label:K=V, an ip or CLOUD:IP, comma-separated")
+		fl.BoolVar(&f.wait, "wait", false, "wait and show progress (the default on a terminal)")
+		fl.BoolVar(&f.noWait, "no-wait", false, "print the task id and return")
+		fl.StringVarP(&f.output, "output", "o", "table", "result format: table, json or yaml")
+		fl.DurationVar(&f.timeout, "timeout", 0, "give up waiting after this long (0: no limit)")
+		if v.op == proc.OpSpecRegister {
+			fl.StringVar(&f.spec, "spec", "", "register_proc_info's spec object, as a JSON or YAML file")
+		}
+		cmds = append(cmds, cmd)
+	}
+	return cmds
+}
+
+func runVerb(cmd *cobra.Command, api string, op proc.OpType, f verbFlags) error {
+	if f.output != "table" && f.output != "json" && f.output != "yaml" {
+		return &ExitError{Code: ExitBadRequest, Err: fmt.Errorf("-o %q: must be table, json or yaml", f.output)}
+	}
+	cfg, err := config.Load(cmd.Flags())
+	if err != nil {
+		return &ExitError{Code: ExitBadRequest, Err: err}
+	}
+	body, err := verbBody(cfg, api, op, f)
+	if err != nil {
+		return &ExitError{Code: ExitBadRequest, Err: err}
+	}
+	task, err := gseapi.DecodeTask(api, body)
+	if err != nil {
+		return &ExitError{Code: ExitBadRequest, Err: err}
+	}
+	ctx := cmd.Context()
+	if f.timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, f.timeout)
+		defer cancel()
+	}
+	c, err := dial(cfg)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	eng := &workflows.Engine{Client: c, TaskQueue: cfg.TaskQueue}
+	id, err := eng.Start(ctx, task)
+	if err != nil {
+		return &ExitError{Code: ExitUnavailable, Err: err}
+	}
+	wait := f.wait || (!f.noWait && isTerminal(cmd.ErrOrStderr())) || gseapi.Synchronous(api)
+	if !wait {
+		fmt.Fprintln(cmd.OutOrStdout(), id)
+		return nil
+	}
+	res, err := waitWithProgress(ctx, eng, id, len(task.Items), cmd.ErrOrStderr())
+	if err != nil {
+		return &ExitError{Code: ExitUnavailable, Err: err}
+	}
+	if err := printRecap(cmd.OutOrStdout(), task, res, f.output); err != nil {
+		return err
+	}
+	for _, r := range res {
+		if r.Code != proc.CodeSuccess {
+			return &ExitError{Code: ExitHostsFailed}
+		}
+	}
+	return nil
+}
+
+// verbBody builds the documented request body for the selected hosts.
+func verbBody(cfg config.Config, api string, op proc.OpType, f verbFlags) ([]byte, error) {
+	inv, err := inventory.Load(cfg.Inventory)
+	if err != nil {
+		return nil, err
+	}
+	hosts, err := inv.Select(f.hosts)
+	if err != nil {
+		return nil, err
+	}
+	refs := make([]map[string]any, len(hosts))
+	for i, h := range hosts {
+		refs[i] = map[string]any{"ip": h.IP, "bk_cloud_id": h.CloudID, "bk_supplier_id": h.SupplierID}
+	}
+	req := map[string]any{"meta": map[string]any{"namespace": f.namespace, "name": f.name}, "hosts": refs}
+	switch api {
+	case gseapi.APIOperateProcess:
+		req["op_type"] = int(op)
+	case gseapi.APIRegisterProcInfo:
+		if f.spec == "" {
+			return nil, fmt.Errorf("--spec: required for register")
+		}
+		raw, err := os.ReadFile(f.spec)
+		if err != nil {
+			return nil, fmt.Errorf("--spec %s: %w", f.spec, err)
+		}
+		var spec any
+		if err := yaml.Unmarshal(raw, &spec); err != nil {
+			return nil, fmt.Errorf("--spec %s: %w", f.spec, err)
+		}
+		req["spec"] = spec
+	}
+	return json.Marshal(req)
+}
+
+// waitWithProgress polls the task, drawing done/failed/total on w.
+func waitWithProgress(ctx context.Context, eng *workflows.Engine, id string, total int, w io.Writer) (map[string]proc.HostResult, error) {
+	tick := time.NewTicker(300 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		res, err := eng.Results(ctx, id, false)
+		if err != nil {
+			return nil, err
+		}
+		done, failed := 0, 0
+		for _, r := range res {
+			if r.Code == proc.CodeRunning {
+				continue
+			}
+			done++
+			if r.Code != proc.CodeSuccess {
+				failed++
+			}
+		}
+		fmt.Fprintf(w, "\r%s  %s %d/%d done, %d failed", id, bar(done, total, 30), done, total, failed)
+		if done >= total && len(res) >= total {
+			fmt.Fprintln(w)
+			return res, nil
+		}
+		select {
+		case <-ctx.Done():
+			fmt.Fprintln(w)
+			return nil, ctx.Err()
+		case <-tick.C:
+		}
+	}
+}
+
+func bar(done, total, width int) string {
+	if total == 0 {
+		return "[" + strings.Repeat("=", width) + "]"
+	}
+	n := done * width / total
+	return "[" + strings.Repeat("=", n) + strings.Repeat(" ", width-n) + "]"
+}
+
+// recapRow is one host's line of the recap.
+type recapRow struct {
+	Key     string    `json:"key" yaml:"key"`
+	Code    proc.Code `json:"error_code" yaml:"error_code"`
+	Message string    `json:"error_msg" yaml:"error_msg"`
+	Content string    `json:"content,omitempty" yaml:"content,omitempty"`
+}
+
+// printRecap prints one line per host and the counts by outcome.
+func printRecap(w io.Writer, task *gseapi.Task, res map[string]proc.HostResult, format string) error {
+	rows := make([]recapRow, 0, len(task.Items))
+	for _, it := range task.Items {
+		r := res[it.Key()]
+		rows = append(rows, recapRow{Key: it.Key(), Code: r.Code, Message: r.Message, Content: r.Content})
+	}
+	sort.Slice(rows, func(i, j int) bool { return rows[i].Key < rows[j].Key })
+	switch format {
+	case "json":
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		return enc.Encode(rows)
+	case "yaml":
+		return yaml.NewEncoder(w).Encode(rows)
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "HOST\tCODE\tMESSAGE")
+	counts := map[proc.Code]int{}
+	for _, r := range rows {
+		counts[r.Code]++
+		fmt.Fprintf(tw, "%s\t%d\t%s\n", r.Key, r.Code, r.Message)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	codes := make([]int, 0, len(counts))
+	for c := range counts {
+		codes = append(codes, int(c))
+	}
+	sort.Ints(codes)
+	parts := make([]string, 0, len(codes))
+	for _, c := range codes {
+		parts = append(parts, fmt.Sprintf("%d %s (%d)", counts[proc.Code(c)], proc.Code(c).Message(), c))
+	}
+	_, err := fmt.Fprintf(w, "%d hosts: %s\n", len(rows), strings.Join(parts, ", "))
+	return err
+}
+
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	return ok && term.IsTerminal(int(f.Fd()))
+}
