@@ -50,6 +50,9 @@ type OperateInput struct {
 	Manage bool `json:"manage,omitempty"`
 	// Offset is the index of Items[0] in the whole task, for chunks.
 	Offset int `json:"offset,omitempty"`
+	// Indexed: the task was started with drover's search attributes, so
+	// the workflow records its outcome in them too.
+	Indexed bool `json:"indexed,omitempty"`
 }
 
 // KeyedResult is one host's result under its result key.

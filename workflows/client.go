@@ -28,13 +28,25 @@ func StartOperate(ctx context.Context, c client.Client, taskQueue string, in Ope
 	return startOperate(ctx, c, taskQueue, in, nil)
 }
 
+// startOperate starts the task with drover's search attributes; on a
+// namespace that lacks them (`worker setup` not run) it starts the task
+// without them rather than refusing it.
 func startOperate(ctx context.Context, c client.Client, taskQueue string, in OperateInput, memo map[string]any) error {
-	_, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
+	opts := client.StartWorkflowOptions{
 		ID:                    in.TaskID,
 		TaskQueue:             taskQueue,
 		WorkflowIDReusePolicy: enums.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
 		Memo:                  memo,
-	}, OperateWorkflowName, in)
+	}
+	indexed := in
+	indexed.Indexed = true
+	withSA := opts
+	withSA.TypedSearchAttributes = taskSearchAttributes(in)
+	_, err := c.ExecuteWorkflow(ctx, withSA, OperateWorkflowName, indexed)
+	var invalid *serviceerror.InvalidArgument
+	if errors.As(err, &invalid) && strings.Contains(strings.ToLower(invalid.Error()), "search attribute") {
+		_, err = c.ExecuteWorkflow(ctx, opts, OperateWorkflowName, in)
+	}
 	return err
 }
 

@@ -41,6 +41,10 @@ func Operate(ctx workflow.Context, in OperateInput) (OperateResult, error) {
 	default:
 		op.runItems(ctx)
 	}
+	if in.Indexed && in.Offset == 0 && len(op.chunks) == 0 {
+		outcome, failed := outcomeOf(op.results)
+		_ = workflow.UpsertTypedSearchAttributes(ctx, SAOutcome.ValueSet(outcome), SAFailedHost.ValueSet(failed))
+	}
 	return op.snapshot(), nil
 }
 

@@ -30,7 +30,19 @@ func main() {
 			return cli.RunWorker(ctx, cfg, cfg.Logger())
 		},
 	}
-	config.AddFlags(cmd.Flags())
+	config.AddFlags(cmd.PersistentFlags())
+	cmd.AddCommand(&cobra.Command{
+		Use:   "setup",
+		Short: "Register drover's search attributes in the Temporal namespace (once per cluster)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg, err := config.Load(cmd.Flags())
+			if err != nil {
+				return err
+			}
+			return cli.Setup(cmd.Context(), cfg, cmd.OutOrStdout())
+		},
+	})
 	if err := cmd.Execute(); err != nil {
 		fmt.Fprintln(os.Stderr, "worker:", err)
 		os.Exit(1)

@@ -45,7 +45,7 @@ func TestMain(m *testing.M) {
 		os.Exit(0)
 	}
 	var err error
-	server, err = testbed.StartTemporal(testbed.TemporalOptions{})
+	server, err = testbed.StartTemporal(testbed.TemporalOptions{SearchAttributes: workflows.SearchAttributeTypes})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "e2e:", err)
 		os.Exit(1)

@@ -82,6 +82,15 @@ func TestHTTPGateway(t *testing.T) {
 	if !strings.Contains(memo, "alice") || strings.Contains(memo, "s3cret-value") {
 		t.Fatalf("memo %s", memo)
 	}
+	// The task is found by its search attributes, as the README's recipes do.
+	q := fmt.Sprintf("DroverOp = 'status' AND DroverOutcome = 'ok' AND DroverHosts = '0:%s' AND DroverProcess = 'gse/proc-test' AND DroverHostCount = 1", h.IP)
+	waitFor(t, 20*time.Second, "search attributes", func() bool {
+		resp, err := e.client.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{Query: q})
+		if err != nil {
+			t.Fatalf("list %q: %v", q, err)
+		}
+		return len(resp.Executions) == 1 && resp.Executions[0].Execution.WorkflowId == task
+	})
 	status, out = post("/api/v2/proc/get_proc_status", `{`+auth+`,`+meta+`,`+hosts+`}`)
 	infos, _ := out["data"].(map[string]any)["proc_infos"].([]any)
 	if status != http.StatusOK || len(infos) != 1 || infos[0].(map[string]any)["status"] != float64(1) {

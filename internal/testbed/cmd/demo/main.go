@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/drover-sh/drover/internal/testbed"
+	"github.com/drover-sh/drover/workflows"
 )
 
 const (
@@ -61,6 +62,7 @@ func run(bin, dir string, nHosts int, once bool) error {
 	srv, err := testbed.StartTemporal(testbed.TemporalOptions{
 		Binary: filepath.Join(bin, "temporal"), DBFile: filepath.Join(dir, "temporal.db"),
 		Address: temporalAddr, UIPort: uiPort, LogFile: filepath.Join(dir, "temporal.log"),
+		SearchAttributes: workflows.SearchAttributeTypes,
 	})
 	if err != nil {
 		return err

@@ -1,0 +1,81 @@
+package workflows
+
+import (
+	"sort"
+
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/drover-sh/drover/proc"
+)
+
+// Custom search attributes on every Operate workflow, so the Temporal UI
+// and `temporal workflow list --query` find tasks by what they did.
+var (
+	SAOp         = temporal.NewSearchAttributeKeyKeyword("DroverOp")
+	SANamespace  = temporal.NewSearchAttributeKeyKeywordList("DroverNamespace")
+	SAProcess    = temporal.NewSearchAttributeKeyKeywordList("DroverProcess")
+	SAHostCount  = temporal.NewSearchAttributeKeyInt64("DroverHostCount")
+	SAHosts      = temporal.NewSearchAttributeKeyKeywordList("DroverHosts")
+	SAOutcome    = temporal.NewSearchAttributeKeyKeyword("DroverOutcome")
+	SAFailedHost = temporal.NewSearchAttributeKeyInt64("DroverFailedCount")
+)
+
+// SearchAttributeTypes names every custom attribute with its type, as the
+// dev server's --search-attribute and the operator API take them.
+var SearchAttributeTypes = map[string]string{
+	SAOp.GetName(): "Keyword", SANamespace.GetName(): "KeywordList", SAProcess.GetName(): "KeywordList",
+	SAHostCount.GetName(): "Int", SAHosts.GetName(): "KeywordList", SAOutcome.GetName(): "Keyword",
+	SAFailedHost.GetName(): "Int",
+}
+
+// maxIndexedHosts bounds DroverHosts: search attributes are small by
+// design; larger tasks are found by op, namespace and process instead.
+const maxIndexedHosts = 100
+
+// Outcomes of a task.
+const (
+	OutcomeRunning = "running"
+	OutcomeOK      = "ok"
+	OutcomeFailed  = "failed" // at least one host ended non-zero
+)
+
+// taskSearchAttributes describes a task at its start.
+func taskSearchAttributes(in OperateInput) temporal.SearchAttributes {
+	ns, names, hosts := map[string]bool{}, map[string]bool{}, map[string]bool{}
+	for _, it := range in.Items {
+		ns[it.Process.Namespace] = true
+		names[it.Process.Namespace+"/"+it.Process.Name] = true
+		hosts[it.Target.HostID().String()] = true
+	}
+	upd := []temporal.SearchAttributeUpdate{
+		SAOp.ValueSet(in.Op.String()), SANamespace.ValueSet(sorted(ns)), SAProcess.ValueSet(sorted(names)),
+		SAHostCount.ValueSet(int64(len(hosts))), SAOutcome.ValueSet(OutcomeRunning),
+	}
+	if len(hosts) <= maxIndexedHosts {
+		upd = append(upd, SAHosts.ValueSet(sorted(hosts)))
+	}
+	return temporal.NewSearchAttributes(upd...)
+}
+
+func sorted(m map[string]bool) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// outcomeOf summarises final results.
+func outcomeOf(results []proc.HostResult) (string, int64) {
+	failed := int64(0)
+	for _, r := range results {
+		if r.Code != proc.CodeSuccess {
+			failed++
+		}
+	}
+	if failed > 0 {
+		return OutcomeFailed, failed
+	}
+	return OutcomeOK, 0
+}
