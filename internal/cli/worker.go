@@ -19,11 +19,12 @@ import (
 
 // Dial connects to Temporal with the configured address and namespace.
 func Dial(cfg config.Config, logger *slog.Logger) (client.Client, error) {
-	c, err := client.Dial(client.Options{
-		HostPort:  cfg.TemporalAddress,
-		Namespace: cfg.TemporalNamespace,
-		Logger:    tlog.NewStructuredLogger(logger),
-	})
+	opts, err := cfg.ClientOptions()
+	if err != nil {
+		return nil, err
+	}
+	opts.Logger = tlog.NewStructuredLogger(logger)
+	c, err := client.Dial(opts)
 	if err != nil {
 		return nil, fmt.Errorf("cannot reach Temporal at %s: %w", cfg.TemporalAddress, err)
 	}
@@ -44,7 +45,7 @@ func StartWorker(cfg config.Config, logger *slog.Logger) (*Worker, error) {
 	if err != nil {
 		return nil, err
 	}
-	ssh, err := transport.NewSSH(transport.SSHOptions{KnownHostsPath: inv.KnownHosts})
+	ssh, err := transport.NewSSH(transport.SSHOptions{KnownHostsPath: inv.KnownHosts, MaxSessionsPerHost: cfg.MaxSessionsPerHost})
 	if err != nil {
 		return nil, err
 	}
@@ -53,7 +54,7 @@ func StartWorker(cfg config.Config, logger *slog.Logger) (*Worker, error) {
 		_ = ssh.Close()
 		return nil, err
 	}
-	w := worker.New(c, cfg.TaskQueue, worker.Options{})
+	w := worker.New(c, cfg.TaskQueue, worker.Options{MaxConcurrentActivityExecutionSize: cfg.MaxConcurrentActivities})
 	acts := &activities.Activities{Inventory: inv, Runner: ssh}
 	workflows.Register(w, acts, &workflows.Dispatcher{Client: c, TaskQueue: cfg.TaskQueue, Inventory: inv, Acts: acts,
 		Supervision: workflows.Supervision{Interval: cfg.SuperviseInterval, LimitPolls: cfg.LimitPolls}})

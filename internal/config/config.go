@@ -35,6 +35,19 @@ type Config struct {
 	LimitPolls int `koanf:"limit_polls"`
 	// Apps may call the HTTP API.
 	Apps []AppConfig `koanf:"apps"`
+
+	// Connecting to a production cluster: mTLS and/or an API key.
+	TLSCert       string `koanf:"tls_cert"`        // client certificate (PEM) for mTLS
+	TLSKey        string `koanf:"tls_key"`         // its private key (PEM)
+	TLSCA         string `koanf:"tls_ca"`          // CA bundle that signed the server's certificate
+	TLSServerName string `koanf:"tls_server_name"` // when it differs from the address's host
+	// APIKeyEnv names the environment variable holding a Temporal Cloud
+	// API key; the key itself never sits in the config.
+	APIKeyEnv string `koanf:"api_key_env"`
+
+	// Worker tuning.
+	MaxConcurrentActivities int `koanf:"max_concurrent_activities"`
+	MaxSessionsPerHost      int `koanf:"max_sessions_per_host"`
 }
 
 // AppConfig is an app allowed to call the HTTP API. Its secret comes from
@@ -73,6 +86,10 @@ var defaults = map[string]any{
 	"log_level":          "info",
 	"supervise_interval": "10s",
 	"limit_polls":        3,
+	// 8 sessions per connection leaves room under OpenSSH's default
+	// MaxSessions of 10.
+	"max_sessions_per_host":     8,
+	"max_concurrent_activities": 1000,
 }
 
 // DefaultFile is read when --config is not given and it exists.
@@ -89,6 +106,13 @@ func AddFlags(fs *pflag.FlagSet) {
 	fs.String("log-level", "", "log level: debug, info, warn, error (env DROVER_LOG_LEVEL)")
 	fs.Duration("supervise-interval", 0, "how often supervision polls each host (env DROVER_SUPERVISE_INTERVAL, default 10s)")
 	fs.Int("limit-polls", 0, "consecutive polls over a cpu/mem limit before acting (env DROVER_LIMIT_POLLS, default 3)")
+	fs.String("tls-cert", "", "client certificate for mTLS to Temporal (env DROVER_TLS_CERT)")
+	fs.String("tls-key", "", "client key for mTLS to Temporal (env DROVER_TLS_KEY)")
+	fs.String("tls-ca", "", "CA bundle for Temporal's server certificate (env DROVER_TLS_CA)")
+	fs.String("tls-server-name", "", "server name to verify, when not the address's host (env DROVER_TLS_SERVER_NAME)")
+	fs.String("api-key-env", "", "name of the env var holding a Temporal API key (env DROVER_API_KEY_ENV)")
+	fs.Int("max-concurrent-activities", 0, "activities one worker runs at once (env DROVER_MAX_CONCURRENT_ACTIVITIES, default 1000)")
+	fs.Int("max-sessions-per-host", 0, "SSH sessions per pooled host connection (env DROVER_MAX_SESSIONS_PER_HOST, default 8)")
 }
 
 // Load merges defaults, file, environment and the flags that were set.
@@ -146,6 +170,15 @@ func (c Config) validate() error {
 	}
 	if c.LimitPolls < 1 {
 		return fmt.Errorf("limit_polls %d: must be at least 1", c.LimitPolls)
+	}
+	if (c.TLSCert == "") != (c.TLSKey == "") {
+		return fmt.Errorf("tls_cert and tls_key: give both or neither")
+	}
+	if c.MaxSessionsPerHost < 1 {
+		return fmt.Errorf("max_sessions_per_host %d: must be at least 1", c.MaxSessionsPerHost)
+	}
+	if c.MaxConcurrentActivities < 1 {
+		return fmt.Errorf("max_concurrent_activities %d: must be at least 1", c.MaxConcurrentActivities)
 	}
 	if c.LogFormat != "text" && c.LogFormat != "json" {
 		return fmt.Errorf("log_format %q: must be text or json", c.LogFormat)

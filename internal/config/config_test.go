@@ -1,0 +1,105 @@
+package config
+
+import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"math/big"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/spf13/pflag"
+)
+
+func TestLoadLayers(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "drover.yaml")
+	if err := os.WriteFile(file, []byte("task_queue: from-file\ninventory: /from/file\nsupervise_interval: 5s\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("DROVER_INVENTORY", "/from/env")
+	t.Setenv("DROVER_TEMPORAL_NAMESPACE", "ns-env")
+	fs := pflag.NewFlagSet("t", pflag.ContinueOnError)
+	AddFlags(fs)
+	if err := fs.Parse([]string{"--config", file, "--temporal-namespace", "ns-flag"}); err != nil {
+		t.Fatal(err)
+	}
+	c, err := Load(fs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.TaskQueue != "from-file" || c.Inventory != "/from/env" || c.TemporalNamespace != "ns-flag" ||
+		c.TemporalAddress != "127.0.0.1:7233" || c.SuperviseInterval != 5*time.Second || c.MaxSessionsPerHost != 8 {
+		t.Fatalf("layers: %+v", c)
+	}
+}
+
+func TestLoadRejects(t *testing.T) {
+	for _, bad := range []string{"log_format: xml", "supervise_interval: 10ms", "limit_polls: 0", "tls_cert: /a", "max_sessions_per_host: 0"} {
+		file := filepath.Join(t.TempDir(), "drover.yaml")
+		if err := os.WriteFile(file, []byte(bad+"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		fs := pflag.NewFlagSet("t", pflag.ContinueOnError)
+		AddFlags(fs)
+		_ = fs.Parse([]string{"--config", file})
+		key := strings.SplitN(bad, ":", 2)[0]
+		if _, err := Load(fs); err == nil || !strings.Contains(err.Error(), key) {
+			t.Errorf("%q: error %v should name %s", bad, err, key)
+		}
+	}
+}
+
+func TestClientOptionsTLSAndAPIKey(t *testing.T) {
+	dir := t.TempDir()
+	cert, key := writeSelfSigned(t, dir)
+	c := Config{TemporalAddress: "temporal.example.internal:7233", TemporalNamespace: "prod",
+		TLSCert: cert, TLSKey: key, TLSCA: cert, APIKeyEnv: "DROVER_TEST_API_KEY"}
+	if _, err := c.ClientOptions(); err == nil || !strings.Contains(err.Error(), "DROVER_TEST_API_KEY") {
+		t.Fatalf("an unset API key env must be an error naming it: %v", err)
+	}
+	t.Setenv("DROVER_TEST_API_KEY", "k-123")
+	opts, err := c.ClientOptions()
+	if err != nil {
+		t.Fatal(err)
+	}
+	tc := opts.ConnectionOptions.TLS
+	if tc == nil || len(tc.Certificates) != 1 || tc.RootCAs == nil || tc.ServerName != "temporal.example.internal" || opts.Credentials == nil {
+		t.Fatalf("options %+v", opts)
+	}
+	plain, err := Config{TemporalAddress: "127.0.0.1:7233"}.ClientOptions()
+	if err != nil || plain.ConnectionOptions.TLS != nil || plain.Credentials != nil {
+		t.Fatalf("no TLS settings must mean a plain connection: %+v %v", plain, err)
+	}
+	if _, err := (Config{TLSCA: filepath.Join(dir, "missing.pem")}).ClientOptions(); err == nil {
+		t.Fatal("a missing CA file must be an error")
+	}
+}
+
+func writeSelfSigned(t *testing.T, dir string) (string, string) {
+	t.Helper()
+	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "drover-test"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour), IsCA: true, BasicConstraintsValid: true}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &k.PublicKey, k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kb, err := x509.MarshalECPrivateKey(k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, key := filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
+	_ = os.WriteFile(cert, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o644)
+	_ = os.WriteFile(key, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kb}), 0o600)
+	return cert, key
+}
