@@ -98,12 +98,8 @@ func newAPICommand() *cobra.Command {
 			if err != nil {
 				return &ExitError{Code: ExitBadRequest, Err: err}
 			}
-			ctx := cmd.Context()
-			if f.timeout > 0 {
-				var cancel context.CancelFunc
-				ctx, cancel = context.WithTimeout(ctx, f.timeout)
-				defer cancel()
-			}
+			ctx, cancel := withTimeout(cmd, f.timeout)
+			defer cancel()
 			return callAPI(ctx, cmd, cfg, args[0], body, f)
 		},
 	}
@@ -219,4 +215,12 @@ func ExitCodeOf(err error) int {
 		return ee.Code
 	}
 	return ExitBadRequest
+}
+
+// withTimeout bounds a command's context by --timeout; zero means no bound.
+func withTimeout(cmd *cobra.Command, d time.Duration) (context.Context, context.CancelFunc) {
+	if d > 0 {
+		return context.WithTimeout(cmd.Context(), d)
+	}
+	return context.WithCancel(cmd.Context())
 }

@@ -89,12 +89,8 @@ func runVerb(cmd *cobra.Command, api string, op proc.OpType, f verbFlags) error 
 	if err != nil {
 		return &ExitError{Code: ExitBadRequest, Err: err}
 	}
-	ctx := cmd.Context()
-	if f.timeout > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, f.timeout)
-		defer cancel()
-	}
+	ctx, cancel := withTimeout(cmd, f.timeout)
+	defer cancel()
 	c, err := dial(cfg)
 	if err != nil {
 		return err
