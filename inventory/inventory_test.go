@@ -1,0 +1,111 @@
+package inventory
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/drover-sh/drover/proc"
+)
+
+const sample = `known_hosts: known_hosts
+defaults:
+  user: deploy
+  identity_file: keys/id
+  labels: {env: prod}
+clouds:
+  "3":
+    bastion: jump@10.3.0.1
+hosts:
+  - {ip: 10.0.0.1, bk_cloud_id: 0, bk_supplier_id: 0, groups: [web], labels: {role: fe}}
+  - {ip: 10.0.0.2, bk_cloud_id: 0, bk_supplier_id: 0, groups: [db], user: root, port: 2222}
+  - {ip: 10.3.0.7, bk_cloud_id: 3, bk_supplier_id: 1, address: nat.example, groups: [web]}
+  - {ip: 10.0.0.1, bk_cloud_id: 3, bk_supplier_id: 0}
+`
+
+func load(t *testing.T, text string) (*Inventory, string, error) {
+	t.Helper()
+	dir := t.TempDir()
+	path := filepath.Join(dir, "inventory.yaml")
+	if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	inv, err := Load(path)
+	return inv, dir, err
+}
+
+func TestLoadAppliesDefaultsAndClouds(t *testing.T) {
+	inv, dir, err := load(t, sample)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if inv.KnownHosts != filepath.Join(dir, "known_hosts") {
+		t.Fatalf("relative known_hosts must resolve against the file: %s", inv.KnownHosts)
+	}
+	h, ok := inv.Lookup(proc.HostID{IP: "10.0.0.1"})
+	if !ok || h.User != "deploy" || h.Port != 22 || h.Transport != TransportSSH || h.IdentityFile != filepath.Join(dir, "keys/id") ||
+		h.Labels["env"] != "prod" || h.Labels["role"] != "fe" || h.DialAddress() != "10.0.0.1:22" || h.Bastion != nil {
+		t.Fatalf("host 1: %+v", h)
+	}
+	if h, _ := inv.Lookup(proc.HostID{IP: "10.0.0.2"}); h.User != "root" || h.DialAddress() != "10.0.0.2:2222" {
+		t.Fatalf("host 2 keeps its own settings: %+v", h)
+	}
+	h, _ = inv.Lookup(proc.HostID{CloudID: 3, IP: "10.3.0.7"})
+	if h.DialAddress() != "nat.example:22" || h.Bastion == nil || h.Bastion.User != "jump" || h.Bastion.Address != "10.3.0.1:22" ||
+		h.Bastion.IdentityFile != h.IdentityFile {
+		t.Fatalf("cloud 3 host: %+v %+v", h, h.Bastion)
+	}
+	// Identity is (cloud, ip): the same ip in two cloud areas is two hosts.
+	if _, ok := inv.Lookup(proc.HostID{CloudID: 3, IP: "10.0.0.1"}); !ok || len(inv.Hosts()) != 4 {
+		t.Fatal("(cloud, ip) must identify a host")
+	}
+}
+
+func TestSelect(t *testing.T) {
+	inv, _, err := load(t, sample)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cases := map[string]string{
+		"all":                     "10.0.0.1 10.0.0.2 10.3.0.7 10.0.0.1",
+		"group:web":               "10.0.0.1 10.3.0.7",
+		"label:role=fe":           "10.0.0.1",
+		"10.0.0.2":                "10.0.0.2",
+		"3:10.0.0.1":              "10.0.0.1",
+		"group:db, group:web":     "10.0.0.1 10.0.0.2 10.3.0.7",
+		"label:env=prod,10.0.0.2": "10.0.0.1 10.0.0.2 10.3.0.7 10.0.0.1",
+	}
+	for sel, want := range cases {
+		hosts, err := inv.Select(sel)
+		if err != nil {
+			t.Fatalf("%q: %v", sel, err)
+		}
+		var got []string
+		for _, h := range hosts {
+			got = append(got, h.IP)
+		}
+		if strings.Join(got, " ") != want {
+			t.Errorf("%q: %v, want %s", sel, got, want)
+		}
+	}
+	if _, err := inv.Select("group:nope"); err == nil || !strings.Contains(err.Error(), "group:nope") {
+		t.Fatalf("a term matching nothing must be named: %v", err)
+	}
+}
+
+func TestLoadRejects(t *testing.T) {
+	cases := map[string]string{
+		"hosts[0]: ip":        "hosts: [{ip: not-an-ip, bk_cloud_id: 0}]",
+		"hosts[0]: port":      "hosts: [{ip: 10.0.0.1, port: 70000}]",
+		"hosts[0]: transport": "hosts: [{ip: 10.0.0.1, transport: telnet}]",
+		"hosts[1]: duplicate": "hosts: [{ip: 10.0.0.1}, {ip: 10.0.0.1}]",
+		"clouds.x":            "clouds: {x: {bastion: a@b}}\nhosts: []",
+		"clouds.1.bastion":    "clouds: {\"1\": {bastion: nouser}}\nhosts: []",
+	}
+	for want, text := range cases {
+		if _, _, err := load(t, text); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%q: error %v should mention %q", text, err, want)
+		}
+	}
+}
