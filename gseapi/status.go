@@ -85,7 +85,7 @@ func procInfo(it proc.Item, r proc.HostResult) ProcStatus {
 	pi.CPUUsage, pi.MemUsage = in.CPUUsage, in.PhyMemUsage
 	pi.ConfigDrift = in.ConfigDrift
 	pi.Flag = StateStopped
-	if in.IsAuto || in.Expected {
+	if in.Expected { // managed implies expected (proc.BuildStatus)
 		pi.Flag = StateRunning
 	}
 	pi.Status = StateStopped

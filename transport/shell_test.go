@@ -240,6 +240,13 @@ func groupMembers(pgid int) []int {
 }
 
 func scanGroup(pgid int) []int {
+	return liveProcs(func(f []string) bool { return len(f) > 2 && f[2] == strconv.Itoa(pgid) })
+}
+
+// liveProcs lists the pids of live (non-zombie) processes whose
+// /proc/PID/stat fields after the command name satisfy match: f[0] is the
+// state, f[1] the parent pid, f[2] the process group.
+func liveProcs(match func(f []string) bool) []int {
 	entries, _ := os.ReadDir("/proc")
 	var out []int
 	for _, e := range entries {
@@ -251,8 +258,12 @@ func scanGroup(pgid int) []int {
 		if err != nil {
 			continue
 		}
-		f := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:]))
-		if len(f) > 3 && f[0] != "Z" && f[2] == strconv.Itoa(pgid) {
+		i := bytes.LastIndexByte(stat, ')')
+		if i < 0 {
+			continue
+		}
+		f := strings.Fields(string(stat[i+1:]))
+		if len(f) > 0 && f[0] != "Z" && match(f) {
 			out = append(out, pid)
 		}
 	}

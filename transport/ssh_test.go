@@ -581,31 +581,7 @@ func TestManyTimeoutsAtOnce(t *testing.T) {
 // sessionChildren are the listener's children: one per client connection.
 func sessionChildren(t *testing.T, listener int) []int {
 	t.Helper()
-	entries, err := os.ReadDir("/proc")
-	if err != nil {
-		t.Error(err)
-		return nil
-	}
-	var out []int
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		stat, err := os.ReadFile("/proc/" + e.Name() + "/stat")
-		if err != nil {
-			continue
-		}
-		i := bytes.LastIndexByte(stat, ')')
-		if i < 0 {
-			continue
-		}
-		f := strings.Fields(string(stat[i+1:]))
-		if len(f) > 1 && f[0] != "Z" && f[1] == strconv.Itoa(listener) {
-			out = append(out, pid)
-		}
-	}
-	return out
+	return liveProcs(func(f []string) bool { return len(f) > 1 && f[1] == strconv.Itoa(listener) })
 }
 
 func dropConnections(t *testing.T, h *testbed.Host) {

@@ -118,13 +118,6 @@ func TestSeedExamplesEndToEnd(t *testing.T) {
 	pid := hostPid(t, h, "/data/gsetest/proc-test.pid")
 	st := op("2")
 	c := decodeStatus(t, st.Content)
-	var inst struct {
-		Version string `json:"version"`
-		Health  int    `json:"health"`
-		IsAuto  bool   `json:"isAuto"`
-	}
-	raw, _ := json.Marshal(c.Process[0].Instance[0])
-	_ = json.Unmarshal(raw, &inst)
 	full := map[string]any{}
 	_ = json.Unmarshal([]byte(st.Content), &full)
 	instRaw := full["process"].([]any)[0].(map[string]any)["instance"].([]any)[0].(map[string]any)

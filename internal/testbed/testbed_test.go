@@ -21,21 +21,13 @@ import (
 // the bed's known_hosts file, with every step bounded by timeout.
 func dial(t *testing.T, b *Bed, h *Host, user string, timeout time.Duration) (*ssh.Client, error) {
 	t.Helper()
-	keyPEM, err := os.ReadFile(b.ClientKeyPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	signer, err := ssh.ParsePrivateKey(keyPEM)
-	if err != nil {
-		t.Fatal(err)
-	}
 	hostKeys, err := knownhosts.New(b.KnownHostsPath)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return dialWith(h, &ssh.ClientConfig{
 		User:            user,
-		Auth:            []ssh.AuthMethod{ssh.PublicKeys(signer)},
+		Auth:            []ssh.AuthMethod{publicKeyAuth(t, b)},
 		HostKeyCallback: hostKeys,
 		Timeout:         timeout,
 	}, timeout)
