@@ -69,7 +69,8 @@ type SyncData struct {
 // procInfo builds a ProcStatus from a status result.
 func procInfo(it proc.Item, r proc.HostResult) ProcStatus {
 	pi := ProcStatus{
-		Meta:      Meta{Namespace: it.Process.Namespace, Name: it.Process.Name},
+		// labels is an object in the documented shape, never null.
+		Meta:      Meta{Namespace: it.Process.Namespace, Name: it.Process.Name, Labels: map[string]string{}},
 		Host:      ProcHost{IP: it.Target.IP, CloudID: it.Target.CloudID, SupplierID: it.Target.SupplierID},
 		Message:   r.Message,
 		Pid:       -1,

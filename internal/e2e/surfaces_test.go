@@ -1,0 +1,281 @@
+package e2e
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"gopkg.in/yaml.v3"
+)
+
+// TestEveryAPIOverCLIAndHTTP calls each API name through `starter api` and
+// through `starter serve` on both HTTP path styles, and checks that the three
+// answers have one shape, and that it holds every field the seeds and the
+// reference document, with the documented JSON types.
+func TestEveryAPIOverCLIAndHTTP(t *testing.T) {
+	e := newEnv(t, 1)
+	h := e.bed.Hosts[0]
+	ip := h.IP
+	e.writeInventory([]map[string]any{
+		{"ip": ip, "bk_cloud_id": 0, "bk_supplier_id": 0},
+		{"ip": ip, "bk_cloud_id": 1, "bk_supplier_id": 2, "address": ip},
+	}, nil)
+	installNamedApp(t, h, "gsetest", "proc-test")
+	e.startWorker()
+	srv := e.startServe(t, "surface-secret-value")
+
+	seed := func(name string) string {
+		return seedRequest(t, name, "10.0.0.1", ip, "/usr/local/xxx", "/data/xxx")
+	}
+	reg := seed("register_proc_info")
+	start := seed("operate_process")
+	status := strings.Replace(start, `"op_type": 0`, `"op_type": 2`, 1)
+	meta := `"meta":{"namespace":"gse","name":"proc-test"}`
+	hosts := fmt.Sprintf(`"hosts":[{"ip":%q,"bk_cloud_id":1,"bk_supplier_id":2}]`, ip)
+
+	// compare calls api three ways and returns the CLI's answer.
+	compare := func(api, body string) map[string]any {
+		t.Helper()
+		cliResp, _ := e.callSeed(t, api, body)
+		want := documentedShape(t, api)
+		answers := map[string]map[string]any{"cli": cliResp}
+		for _, path := range []string{"/api/c/compapi/v2/gse/" + api + "/", "/api/v2/proc/" + api} {
+			answers[path] = srv.post(t, path, body)
+		}
+		cliShape := shapeOf(cliResp)
+		for how, resp := range answers {
+			got := shapeOf(resp)
+			if how != "cli" && !equalShapes(got, cliShape) {
+				t.Fatalf("%s: %s answers another shape than the CLI:\nhttp: %v\ncli:  %v", api, how, got, cliShape)
+			}
+			if missing := missingFrom(want, got); len(missing) > 0 {
+				t.Fatalf("%s over %s lacks documented fields %v:\n%v", api, how, missing, resp)
+			}
+		}
+		return cliResp
+	}
+
+	compare("register_proc_info", reg)
+	compare("update_proc_info", reg)
+
+	// Status reads the host at once, so it waits for the start to finish.
+	key := "1:2:" + ip + ":gse:proc-test"
+	for _, tc := range []struct{ request, content string }{{start, "content_control"}, {status, "content_status"}} {
+		task := compare("operate_process", tc.request)["data"].(map[string]any)["task_id"].(string)
+		body := fmt.Sprintf(`{"task_id":%q}`, task)
+		waitFor(t, time.Minute, "task "+task, func() bool {
+			r, _ := srv.post(t, "/api/v2/proc/get_proc_operate_result", body)["data"].(map[string]any)[key].(map[string]any)
+			return r != nil && r["error_code"] != float64(115)
+		})
+		resp := compare("get_proc_operate_result", body)
+		entry := hostEntry(t, resp, key)
+		if entry.ErrorCode != 0 {
+			t.Fatalf("%s: %+v", task, entry)
+		}
+		var content any
+		if err := json.Unmarshal([]byte(entry.Content), &content); err != nil {
+			t.Fatalf("content of %s is not a JSON string: %v", task, err)
+		}
+		if missing := missingFrom(documentedShape(t, tc.content), shapeOf(content)); len(missing) > 0 {
+			t.Fatalf("%s content lacks documented fields %v: %s", task, missing, entry.Content)
+		}
+	}
+
+	infos := compare("get_proc_status", `{`+meta+`,`+hosts+`}`)["data"].(map[string]any)["proc_infos"].([]any)
+	if len(infos) != 1 || infos[0].(map[string]any)["status"] != float64(1) {
+		t.Fatalf("get_proc_status: %v", infos)
+	}
+	synced := compare("sync_proc_status", `{"meta":{"namespace":"gse"},"page":{"start":0,"limit":100}}`)["data"].(map[string]any)
+	if synced["count"] != float64(1) {
+		t.Fatalf("sync_proc_status: %v", synced)
+	}
+	compare("operate_proc_multi", `{"proc_operate_req":[{`+meta+`,`+hosts+`,"op_type":2}]}`)
+	compare("operate_proc", seed("operate_proc"))
+	compare("operate_proc_v2", seed("operate_proc_v2"))
+	compare("manage_proc", seed("manage_proc"))
+	compare("unregister_proc_info", reg)
+
+	// The caller's secret is credentials: refused when wrong, and it never
+	// reaches the access log.
+	if resp := srv.postAs(t, "/api/v2/proc/get_proc_status", `{`+meta+`,`+hosts+`}`, "wrong"); resp["result"] != false || resp["code"] != float64(1000002) {
+		t.Fatalf("wrong secret: %v", resp)
+	}
+	if log := srv.log(); strings.Contains(log, srv.secret) || !strings.Contains(log, "get_proc_status") {
+		t.Fatalf("access log must name the API and never the secret:\n%s", log)
+	}
+}
+
+// serveProc is a running `starter serve`.
+type serveProc struct {
+	url, secret, logPath string
+}
+
+// startServe runs the built starter's HTTP gateway for the test's queue,
+// with one app whose secret comes from the environment.
+func (e *env) startServe(t *testing.T, secret string) *serveProc {
+	t.Helper()
+	dir := t.TempDir()
+	cfg := map[string]any{
+		"temporal_address": e.cfg.TemporalAddress, "task_queue": e.cfg.TaskQueue, "inventory": e.cfg.Inventory,
+		"log_format": "json", "log_level": "info",
+		"apps": []map[string]any{{"code": "ops", "secret_env": "DROVER_SURFACE_SECRET"}},
+	}
+	b, _ := yaml.Marshal(cfg)
+	cfgPath := filepath.Join(dir, "drover.yaml")
+	if err := os.WriteFile(cfgPath, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	logPath := filepath.Join(dir, "serve.log")
+	logFile, err := os.Create(logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(buildBinary(t, "starter"), "serve", "--config", cfgPath, "--listen", "127.0.0.1:0")
+	cmd.Env = append(os.Environ(), "DROVER_SURFACE_SECRET="+secret)
+	cmd.Stderr = logFile
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = syscall.Kill(cmd.Process.Pid, syscall.SIGKILL)
+		_ = cmd.Wait()
+		logFile.Close()
+	})
+	addr := make(chan string, 1)
+	go func() {
+		line, _ := bufio.NewReader(stdout).ReadString('\n')
+		addr <- strings.TrimSpace(line)
+	}()
+	select {
+	case a := <-addr:
+		if a == "" {
+			b, _ := os.ReadFile(logPath)
+			t.Fatalf("starter serve did not start:\n%s", b)
+		}
+		return &serveProc{url: "http://" + a, secret: secret, logPath: logPath}
+	case <-time.After(30 * time.Second):
+		t.Fatal("starter serve did not print its address")
+	}
+	return nil
+}
+
+func (s *serveProc) post(t *testing.T, path, body string) map[string]any {
+	t.Helper()
+	return s.postAs(t, path, body, s.secret)
+}
+
+// postAs sends body with the caller fields set, as a BlueKing caller does.
+func (s *serveProc) postAs(t *testing.T, path, body, secret string) map[string]any {
+	t.Helper()
+	var req map[string]any
+	if err := json.Unmarshal([]byte(body), &req); err != nil {
+		t.Fatal(err)
+	}
+	req["bk_app_code"], req["bk_app_secret"], req["bk_username"] = "ops", secret, "alice"
+	b, _ := json.Marshal(req)
+	resp, err := http.Post(s.url+path, "application/json", bytes.NewReader(b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var out map[string]any
+	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil {
+		t.Fatalf("%s: answer is not JSON: %v", path, err)
+	}
+	return out
+}
+
+func (s *serveProc) log() string {
+	b, _ := os.ReadFile(s.logPath)
+	return string(b)
+}
+
+// documentedShape is the shape of a documented response example.
+func documentedShape(t *testing.T, name string) map[string]string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("testdata", "shapes", name+".json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var v any
+	if err := json.Unmarshal(b, &v); err != nil {
+		t.Fatalf("%s: %v", name, err)
+	}
+	return shapeOf(v)
+}
+
+var resultKey = regexp.MustCompile(`^\d+:(\d+:)?[^:]+:.*:.*$`)
+
+// shapeOf maps each field path of a JSON value to its JSON type. Array
+// elements share the path `[]` and per-host result keys the path `<key>`, so
+// two answers about different hosts or tasks have one shape.
+func shapeOf(v any) map[string]string {
+	out := map[string]string{}
+	var walk func(path string, v any)
+	walk = func(path string, v any) {
+		switch x := v.(type) {
+		case map[string]any:
+			out[path] = "object"
+			for k, child := range x {
+				if k == "<key>" || resultKey.MatchString(k) {
+					k = "<key>"
+				}
+				walk(path+"."+k, child)
+			}
+		case []any:
+			out[path] = "array"
+			for _, child := range x {
+				walk(path+"[]", child)
+			}
+		case string:
+			out[path] = "string"
+		case float64:
+			out[path] = "number"
+		case bool:
+			out[path] = "bool"
+		case nil:
+			out[path] = "null"
+		}
+	}
+	walk("", v)
+	return out
+}
+
+func equalShapes(a, b map[string]string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		if b[k] != v {
+			return false
+		}
+	}
+	return true
+}
+
+// missingFrom lists the documented paths that got lacks or types otherwise.
+func missingFrom(documented, got map[string]string) []string {
+	var missing []string
+	for path, typ := range documented {
+		if got[path] != typ {
+			missing = append(missing, fmt.Sprintf("%s (%s, got %q)", path, typ, got[path]))
+		}
+	}
+	sort.Strings(missing)
+	return missing
+}
