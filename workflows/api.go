@@ -145,6 +145,10 @@ const (
 	EventWatchFailed    = "host_watch_failed"
 )
 
+// SupervisionEventsMetric counts supervision events on the worker's metrics,
+// tagged event=<kind>: restarts are event="process_restart_success".
+const SupervisionEventsMetric = "drover_supervision_events"
+
 // EventsQuery (Host) returns the host's recent events, oldest first.
 const EventsQuery = "events"
 

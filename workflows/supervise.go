@@ -275,4 +275,5 @@ func (h *host) eventAt(ctx workflow.Context, p proc.ProcessID, kind, detail stri
 		h.Events = h.Events[len(h.Events)-maxEvents:]
 	}
 	_ = workflow.UpsertMemo(ctx, map[string]any{"last_event": ev})
+	workflow.GetMetricsHandler(ctx).WithTags(map[string]string{"event": kind}).Counter(SupervisionEventsMetric).Inc(1)
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net"
 	"sync"
 
 	"go.temporal.io/sdk/client"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/drover-sh/drover/activities"
 	"github.com/drover-sh/drover/internal/config"
+	"github.com/drover-sh/drover/internal/metrics"
 	"github.com/drover-sh/drover/inventory"
 	"github.com/drover-sh/drover/transport"
 	"github.com/drover-sh/drover/workflows"
@@ -19,11 +21,17 @@ import (
 
 // Dial connects to Temporal with the configured address and namespace.
 func Dial(cfg config.Config, logger *slog.Logger) (client.Client, error) {
+	return dialWithMetrics(cfg, logger, nil)
+}
+
+// dialWithMetrics is Dial reporting the SDK's metrics to handler, if any.
+func dialWithMetrics(cfg config.Config, logger *slog.Logger, handler client.MetricsHandler) (client.Client, error) {
 	opts, err := cfg.ClientOptions()
 	if err != nil {
 		return nil, err
 	}
 	opts.Logger = tlog.NewStructuredLogger(logger)
+	opts.MetricsHandler = handler
 	c, err := client.Dial(opts)
 	if err != nil {
 		return nil, fmt.Errorf("cannot reach Temporal at %s: %w", cfg.TemporalAddress, err)
@@ -33,10 +41,14 @@ func Dial(cfg config.Config, logger *slog.Logger) (client.Client, error) {
 
 // Worker is a running drover worker: its client, SSH pool and Temporal worker.
 type Worker struct {
-	Client client.Client
-	SSH    *transport.SSH
-	w      worker.Worker
-	once   sync.Once
+	Client  client.Client
+	SSH     *transport.SSH
+	Metrics *metrics.Metrics
+	// MetricsAddr is where /metrics is served; empty when it is not.
+	MetricsAddr string
+	w           worker.Worker
+	stopMetrics context.CancelFunc
+	once        sync.Once
 }
 
 // StartWorker loads the inventory, opens the SSH pool and starts polling.
@@ -49,29 +61,49 @@ func StartWorker(cfg config.Config, logger *slog.Logger) (*Worker, error) {
 	if err != nil {
 		return nil, err
 	}
-	c, err := Dial(cfg, logger)
+	m := metrics.New(ssh.Stats)
+	c, err := dialWithMetrics(cfg, logger, m.SDK)
 	if err != nil {
 		_ = ssh.Close()
 		return nil, err
 	}
 	w := worker.New(c, cfg.TaskQueue, worker.Options{MaxConcurrentActivityExecutionSize: cfg.MaxConcurrentActivities})
-	acts := &activities.Activities{Inventory: inv, Runner: ssh}
+	acts := &activities.Activities{Inventory: inv, Runner: m.Track(ssh)}
 	workflows.Register(w, acts, &workflows.Dispatcher{Client: c, TaskQueue: cfg.TaskQueue, Inventory: inv, Acts: acts,
 		Supervision: workflows.Supervision{Interval: cfg.SuperviseInterval, LimitPolls: cfg.LimitPolls}})
+	wk := &Worker{Client: c, SSH: ssh, Metrics: m, w: w, stopMetrics: func() {}}
+	if cfg.MetricsListen != "" {
+		ln, err := net.Listen("tcp", cfg.MetricsListen)
+		if err != nil {
+			c.Close()
+			_ = ssh.Close()
+			return nil, fmt.Errorf("metrics_listen %s: %w", cfg.MetricsListen, err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		wk.MetricsAddr, wk.stopMetrics = ln.Addr().String(), cancel
+		go func() {
+			if err := m.Serve(ctx, ln); err != nil {
+				logger.Error("metrics server stopped", "err", err)
+			}
+		}()
+	}
 	if err := w.Start(); err != nil {
+		wk.stopMetrics()
 		c.Close()
 		_ = ssh.Close()
 		return nil, err
 	}
-	return &Worker{Client: c, SSH: ssh, w: w}, nil
+	return wk, nil
 }
 
 // Stop stops polling, then closes the pool and the client.
 func (w *Worker) Stop() {
 	w.once.Do(func() {
 		w.w.Stop()
+		w.stopMetrics()
 		_ = w.SSH.Close()
 		w.Client.Close()
+		_ = w.Metrics.Close()
 	})
 }
 
@@ -82,7 +114,7 @@ func RunWorker(ctx context.Context, cfg config.Config, logger *slog.Logger) erro
 		return err
 	}
 	logger.Info("worker started", "temporal", cfg.TemporalAddress, "namespace", cfg.TemporalNamespace,
-		"task_queue", cfg.TaskQueue, "inventory", cfg.Inventory)
+		"task_queue", cfg.TaskQueue, "inventory", cfg.Inventory, "metrics", w.MetricsAddr)
 	<-ctx.Done()
 	w.Stop()
 	return nil

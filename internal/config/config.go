@@ -48,6 +48,8 @@ type Config struct {
 	// Worker tuning.
 	MaxConcurrentActivities int `koanf:"max_concurrent_activities"`
 	MaxSessionsPerHost      int `koanf:"max_sessions_per_host"`
+	// MetricsListen is where the worker serves Prometheus /metrics; empty is off.
+	MetricsListen string `koanf:"metrics_listen"`
 }
 
 // AppConfig is an app allowed to call the HTTP API. Its secret comes from
@@ -112,6 +114,7 @@ func AddFlags(fs *pflag.FlagSet) {
 	fs.String("tls-server-name", "", "server name to verify, when not the address's host (env DROVER_TLS_SERVER_NAME)")
 	fs.String("api-key-env", "", "name of the env var holding a Temporal API key (env DROVER_API_KEY_ENV)")
 	fs.Int("max-concurrent-activities", 0, "activities one worker runs at once (env DROVER_MAX_CONCURRENT_ACTIVITIES, default 1000)")
+	fs.String("metrics-listen", "", "worker: serve Prometheus /metrics on this address, e.g. :9090 (env DROVER_METRICS_LISTEN; default off)")
 	fs.Int("max-sessions-per-host", 0, "SSH sessions per pooled host connection (env DROVER_MAX_SESSIONS_PER_HOST, default 8)")
 }
 

@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -85,6 +87,7 @@ func TestSuperviseRestartsAKilledProcess(t *testing.T) {
 	e := newEnv(t, 1)
 	h := e.bed.Hosts[0]
 	installApp(t, h, "app")
+	e.cfg.MetricsListen = "127.0.0.1:0"
 	e.startWorker()
 	it, pid := e.supervised(t, h, nil)
 	before := time.Now().Unix()
@@ -97,6 +100,19 @@ func TestSuperviseRestartsAKilledProcess(t *testing.T) {
 	t.Logf("kill -9 to a new live pid: %s", took.Round(time.Millisecond))
 	waitFor(t, 5*time.Second, "restart event", e.hasEvent(t, h, workflows.EventRestartSuccess))
 	newPid := hostPid(t, h, "/data/app/svc.pid")
+
+	// The worker's /metrics tells the same story; the SDK's scope reports
+	// each second.
+	var m map[string]float64
+	restarts := func() float64 {
+		return sumSeries(m, "drover_supervision_events{", `event="process_restart_success"`, `workflow_type="Host"`)
+	}
+	waitFor(t, 5*time.Second, "restart in /metrics", func() bool { m = scrape(t, e.worker.MetricsAddr); return restarts() == 1 })
+	if m["drover_hosts_reachable"] != 1 || m["drover_hosts_unreachable"] != 0 || m["drover_ssh_handshakes_total"] < 1 ||
+		m["drover_ssh_pool_hits_total"] < 1 || sumSeries(m, "temporal_activity_execution_latency_count{", `activity_type="HostOp"`) < 1 {
+		t.Fatalf("metrics after one restart: reachable=%v unreachable=%v handshakes=%v pool_hits=%v", m["drover_hosts_reachable"],
+			m["drover_hosts_unreachable"], m["drover_ssh_handshakes_total"], m["drover_ssh_pool_hits_total"])
+	}
 
 	body, _ := json.Marshal(map[string]any{"meta": map[string]any{"namespace": "sup", "name": "svc"},
 		"hosts": []map[string]any{{"ip": h.IP, "bk_cloud_id": 0, "bk_supplier_id": 0}}})
@@ -362,4 +378,45 @@ func TestSupervisionSurvivesWorkerAndServerRestarts(t *testing.T) {
 	if os.Getenv("DROVER_KEEP") == "" {
 		e.worker.Stop()
 	}
+}
+
+// scrape reads a Prometheus text page into series → value.
+func scrape(t *testing.T, addr string) map[string]float64 {
+	t.Helper()
+	resp, err := http.Get("http://" + addr + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	out := map[string]float64{}
+	for _, line := range strings.Split(string(b), "\n") {
+		i := strings.LastIndexByte(line, ' ')
+		if line == "" || line[0] == '#' || i < 0 {
+			continue
+		}
+		v, err := strconv.ParseFloat(line[i+1:], 64)
+		if err == nil {
+			out[line[:i]] = v
+		}
+	}
+	return out
+}
+
+// sumSeries adds the series of one metric whose labels include each of labels.
+func sumSeries(m map[string]float64, prefix string, labels ...string) float64 {
+	var sum float64
+next:
+	for k, v := range m {
+		if !strings.HasPrefix(k, prefix) {
+			continue
+		}
+		for _, l := range labels {
+			if !strings.Contains(k, l) {
+				continue next
+			}
+		}
+		sum += v
+	}
+	return sum
 }
