@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"sort"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -38,6 +39,10 @@ type SSHOptions struct {
 	// AgentSocket is the ssh-agent socket; default $SSH_AUTH_SOCK. Used
 	// when non-empty.
 	AgentSocket string
+	// MaxPooled caps pooled connections: past it, the least recently used
+	// idle ones are closed, so a worker over a large fleet stays within its
+	// file descriptors. 0 means no cap.
+	MaxPooled int
 }
 
 // SSHStats are cumulative counters, for metrics and benchmarks.
@@ -46,6 +51,7 @@ type SSHStats struct {
 	PoolHits   int64 // Runs served by an already established connection
 	Execs      int64 // commands sent to a host
 	Evictions  int64 // pooled connections dropped as dead
+	Trims      int64 // idle connections closed to stay within MaxPooled
 }
 
 // SSH runs commands over SSH with no agent on the host. Connections are
@@ -61,7 +67,7 @@ type SSH struct {
 	pool  map[poolKey]*poolEntry
 	close bool
 
-	handshakes, poolHits, execs, evictions atomic.Int64
+	handshakes, poolHits, execs, evictions, trims atomic.Int64
 }
 
 var _ Runner = (*SSH)(nil)
@@ -109,6 +115,7 @@ func (s *SSH) Stats() SSHStats {
 		PoolHits:   s.poolHits.Load(),
 		Execs:      s.execs.Load(),
 		Evictions:  s.evictions.Load(),
+		Trims:      s.trims.Load(),
 	}
 }
 
@@ -176,6 +183,8 @@ type conn struct {
 	kills  chan struct{} // extra slots for the sessions that kill commands
 	done   chan struct{} // closed when evicted
 	once   sync.Once
+	// lastUsed is when a Run last took this connection, in unix nanoseconds.
+	lastUsed atomic.Int64
 }
 
 // killSlots is the headroom left between MaxSessionsPerHost's default and
@@ -255,6 +264,7 @@ func (s *SSH) get(ctx context.Context, key poolKey) (*conn, error) {
 		select {
 		case <-e.ready:
 			if e.c != nil && e.c.alive() {
+				e.c.lastUsed.Store(time.Now().UnixNano())
 				s.mu.Unlock()
 				s.poolHits.Add(1)
 				return e.c, nil
@@ -279,6 +289,7 @@ func (s *SSH) get(ctx context.Context, key poolKey) (*conn, error) {
 	if e.err != nil {
 		return nil, e.err
 	}
+	e.c.lastUsed.Store(time.Now().UnixNano())
 	return e.c, nil
 }
 
@@ -299,10 +310,47 @@ func (s *SSH) dialEntry(key poolKey, e *poolEntry) {
 	}
 	close(e.ready)
 	if c != nil {
+		c.lastUsed.Store(time.Now().UnixNano())
 		s.wg.Add(2)
 		go s.watch(c)
 		go s.keepAlive(c)
+		for _, old := range s.overCapLocked() {
+			go func() {
+				if old.shut() {
+					s.trims.Add(1)
+				}
+			}()
+		}
 	}
+}
+
+// overCapLocked removes from the pool, least recently used first, the idle
+// connections beyond MaxPooled and returns them for closing. A connection
+// with a session open is never among them; a Run that took one just before
+// finds it closed before its command was sent, and dials afresh.
+func (s *SSH) overCapLocked() []*conn {
+	excess := len(s.pool) - s.opts.MaxPooled
+	if s.opts.MaxPooled <= 0 || excess <= 0 {
+		return nil
+	}
+	var idle []*conn
+	for _, e := range s.pool {
+		select {
+		case <-e.ready:
+			if e.c != nil && len(e.c.sem) == 0 {
+				idle = append(idle, e.c)
+			}
+		default:
+		}
+	}
+	sort.Slice(idle, func(i, j int) bool { return idle[i].lastUsed.Load() < idle[j].lastUsed.Load() })
+	if len(idle) > excess {
+		idle = idle[:excess]
+	}
+	for _, c := range idle {
+		delete(s.pool, c.key)
+	}
+	return idle
 }
 
 // evict drops c from the pool and closes it.

@@ -199,6 +199,45 @@ func TestConcurrentRunsShareOneHandshake(t *testing.T) {
 	}
 }
 
+func TestPoolCapClosesLeastRecentlyUsedIdle(t *testing.T) {
+	bed, hosts := newBed(t, 3)
+	s := newSSH(t, bed.KnownHostsPath, func(o *SSHOptions) { o.MaxPooled = 2 })
+	ctx := context.Background()
+	for _, h := range hosts[:2] {
+		run(t, s, h, Command{Script: "true"})
+	}
+	run(t, s, hosts[0], Command{Script: "true"}) // hosts[1] is now the least recently used
+
+	// A third host while hosts[0] runs a command: hosts[1] goes, hosts[0] stays.
+	busy := make(chan error, 1)
+	go func() {
+		_, err := s.Run(ctx, hosts[0], Command{Script: "sleep 1"})
+		busy <- err
+	}()
+	time.Sleep(200 * time.Millisecond)
+	run(t, s, hosts[2], Command{Script: "true"})
+	if err := <-busy; err != nil {
+		t.Fatalf("the busy connection was closed under its command: %v", err)
+	}
+	waitTrims := time.Now().Add(5 * time.Second)
+	for s.Stats().Trims != 1 && time.Now().Before(waitTrims) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	before := s.Stats()
+	if before.Trims != 1 || before.Handshakes != 3 {
+		t.Fatalf("after a third host with a cap of 2: %+v, want 1 trim and 3 handshakes", before)
+	}
+	run(t, s, hosts[0], Command{Script: "true"})
+	run(t, s, hosts[2], Command{Script: "true"})
+	if st := s.Stats(); st.Handshakes != 3 {
+		t.Fatalf("the kept connections were dialled again: %+v", st)
+	}
+	run(t, s, hosts[1], Command{Script: "true"})
+	if st := s.Stats(); st.Handshakes != 4 {
+		t.Fatalf("the trimmed host must dial again: %+v", st)
+	}
+}
+
 func TestStoppedHostUnreachable(t *testing.T) {
 	bed, hosts := newBed(t, 1)
 	s := newSSH(t, bed.KnownHostsPath)

@@ -57,7 +57,8 @@ func StartWorker(cfg config.Config, logger *slog.Logger) (*Worker, error) {
 	if err != nil {
 		return nil, err
 	}
-	ssh, err := transport.NewSSH(transport.SSHOptions{KnownHostsPath: inv.KnownHosts, MaxSessionsPerHost: cfg.MaxSessionsPerHost})
+	ssh, err := transport.NewSSH(transport.SSHOptions{KnownHostsPath: inv.KnownHosts,
+		MaxSessionsPerHost: cfg.MaxSessionsPerHost, MaxPooled: cfg.MaxPooledConnections})
 	if err != nil {
 		return nil, err
 	}

@@ -48,6 +48,8 @@ type Config struct {
 	// Worker tuning.
 	MaxConcurrentActivities int `koanf:"max_concurrent_activities"`
 	MaxSessionsPerHost      int `koanf:"max_sessions_per_host"`
+	// MaxPooledConnections caps the worker's open SSH connections.
+	MaxPooledConnections int `koanf:"max_pooled_connections"`
 	// MetricsListen is where the worker serves Prometheus /metrics; empty is off.
 	MetricsListen string `koanf:"metrics_listen"`
 }
@@ -91,6 +93,7 @@ var defaults = map[string]any{
 	// 8 sessions per connection leaves room under OpenSSH's default
 	// MaxSessions of 10.
 	"max_sessions_per_host":     8,
+	"max_pooled_connections":    4096,
 	"max_concurrent_activities": 1000,
 }
 
@@ -114,6 +117,7 @@ func AddFlags(fs *pflag.FlagSet) {
 	fs.String("tls-server-name", "", "server name to verify, when not the address's host (env DROVER_TLS_SERVER_NAME)")
 	fs.String("api-key-env", "", "name of the env var holding a Temporal API key (env DROVER_API_KEY_ENV)")
 	fs.Int("max-concurrent-activities", 0, "activities one worker runs at once (env DROVER_MAX_CONCURRENT_ACTIVITIES, default 1000)")
+	fs.Int("max-pooled-connections", 0, "SSH connections one worker keeps open; past it the least recently used idle ones close (env DROVER_MAX_POOLED_CONNECTIONS, default 4096)")
 	fs.String("metrics-listen", "", "worker: serve Prometheus /metrics on this address, e.g. :9090 (env DROVER_METRICS_LISTEN; default off)")
 	fs.Int("max-sessions-per-host", 0, "SSH sessions per pooled host connection (env DROVER_MAX_SESSIONS_PER_HOST, default 8)")
 }
@@ -179,6 +183,9 @@ func (c Config) validate() error {
 	}
 	if c.MaxSessionsPerHost < 1 {
 		return fmt.Errorf("max_sessions_per_host %d: must be at least 1", c.MaxSessionsPerHost)
+	}
+	if c.MaxPooledConnections < 1 {
+		return fmt.Errorf("max_pooled_connections %d: must be at least 1", c.MaxPooledConnections)
 	}
 	if c.MaxConcurrentActivities < 1 {
 		return fmt.Errorf("max_concurrent_activities %d: must be at least 1", c.MaxConcurrentActivities)
