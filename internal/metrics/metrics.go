@@ -84,6 +84,8 @@ func New(sshStats SSHStats) *Metrics {
 				Help: "Commands run over SSH."}, stat(func(s transport.SSHStats) int64 { return s.Execs })),
 			prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "drover_ssh_evictions_total",
 				Help: "Pooled SSH connections dropped as dead."}, stat(func(s transport.SSHStats) int64 { return s.Evictions })),
+			prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "drover_ssh_trims_total",
+				Help: "Idle SSH connections closed to stay within max_pooled_connections."}, stat(func(s transport.SSHStats) int64 { return s.Trims })),
 		)
 	}
 	return m
