@@ -31,10 +31,12 @@ func Dial(cfg config.Config, logger *slog.Logger) (client.Client, error) {
 	return c, nil
 }
 
-// Worker is a running drover worker: its client, SSH pool and Temporal worker.
+// Worker is a running drover worker: its client, SSH pool, WinRM runner
+// and Temporal worker.
 type Worker struct {
 	Client client.Client
 	SSH    *transport.SSH
+	WinRM  *transport.WinRM
 	w      worker.Worker
 	once   sync.Once
 }
@@ -55,7 +57,8 @@ func StartWorker(cfg config.Config, logger *slog.Logger) (*Worker, error) {
 		return nil, err
 	}
 	w := worker.New(c, cfg.TaskQueue, worker.Options{MaxConcurrentActivityExecutionSize: cfg.MaxConcurrentActivities})
-	acts := &activities.Activities{Inventory: inv, Runner: ssh}
+	winrm := transport.NewWinRM(transport.WinRMOptions{})
+	acts := &activities.Activities{Inventory: inv, Runner: transport.Multi{SSH: ssh, WinRM: winrm}}
 	workflows.Register(w, acts, &workflows.Dispatcher{Client: c, TaskQueue: cfg.TaskQueue, Inventory: inv, Acts: acts,
 		Supervision: workflows.Supervision{Interval: cfg.SuperviseInterval, LimitPolls: cfg.LimitPolls}})
 	if err := w.Start(); err != nil {
@@ -63,7 +66,7 @@ func StartWorker(cfg config.Config, logger *slog.Logger) (*Worker, error) {
 		_ = ssh.Close()
 		return nil, err
 	}
-	return &Worker{Client: c, SSH: ssh, w: w}, nil
+	return &Worker{Client: c, SSH: ssh, WinRM: winrm, w: w}, nil
 }
 
 // Stop stops polling, then closes the pool and the client.
@@ -71,6 +74,7 @@ func (w *Worker) Stop() {
 	w.once.Do(func() {
 		w.w.Stop()
 		_ = w.SSH.Close()
+		_ = w.WinRM.Close()
 		w.Client.Close()
 	})
 }
