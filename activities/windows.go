@@ -110,11 +110,12 @@ if ($k.kind -eq 'version') { "$($k.tag)$((($x.out -split '\r?\n')[0]) -replace '
 `
 
 // winSignalBody stops the probed incarnation by pid, only while its
-// creation time (in ticks since boot, as the probe reports it) still
+// creation time (in ticks since the boot's whole second, as
+// parseWindowsProbe counts them) still
 // matches: a reused pid is never touched. Without force it asks first
 // (taskkill without /F) and forces after wait_ms.
 const winSignalBody = `$ErrorActionPreference = 'SilentlyContinue'
-$b = (Get-CimInstance Win32_OperatingSystem).LastBootUpTime.ToUniversalTime().Ticks
+$b = (Get-CimInstance Win32_OperatingSystem).LastBootUpTime.ToUniversalTime().Ticks; $b -= $b % 10000000
 $g = Get-Process -Id $p.pid
 if (-not $g -or ($g.StartTime.ToUniversalTime().Ticks - $b) -ne $p.start) { exit 0 }
 if (-not $p.force) { taskkill.exe /T /PID $p.pid *> $null; if ($g.WaitForExit($p.wait_ms)) { exit 0 } }
@@ -258,6 +259,9 @@ func parseWindowsProbe(out string, n int) (proc.HostInfo, []proc.Sample, error) 
 			if boot <= 0 || now < boot {
 				return host, nil, fmt.Errorf("probe: host line has boot %q and now %q ticks", f[3], f[4])
 			}
+			// Start ticks count from the boot's whole second, as the signal
+			// script's do, so BootTime + StartTicks is the exact start.
+			boot -= boot % ticksPerSecond
 			host.ClockTicks = ticksPerSecond
 			host.BootTime = (boot - dotnetUnixEpoch) / ticksPerSecond
 			host.Now = (now - dotnetUnixEpoch) / ticksPerSecond
@@ -340,11 +344,7 @@ func atoi64(s string) int64 {
 // windowsTimezone turns Get-Date's "zzz" offset (+08:00) into the
 // UTC+0800 form the Linux probe reports.
 func windowsTimezone(zzz string) string {
-	z := strings.ReplaceAll(strings.TrimSpace(zzz), ":", "")
-	if len(z) != 5 || (z[0] != '+' && z[0] != '-') {
-		return "UTC" + z
-	}
-	return "UTC" + z
+	return "UTC" + strings.ReplaceAll(strings.TrimSpace(zzz), ":", "")
 }
 
 func (windowsPlatform) parseProbe(out string, n int) (proc.HostInfo, []proc.Sample, error) {

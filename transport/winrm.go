@@ -93,9 +93,15 @@ func (w *WinRM) Close() error {
 // PowerShellCommandLine is how a ps1 script reaches the host: encoded as
 // UTF-16LE base64, so no quoting of cmd.exe or PowerShell ever touches it,
 // and progress records (which WinRM would send as CLIXML on stderr) off.
+// A script too long for that goes as a gzip payload the command expands.
 func PowerShellCommandLine(script string) string {
-	return "powershell -NoProfile -NonInteractive -ExecutionPolicy Bypass -EncodedCommand " +
-		psenc.Encode("$ProgressPreference = 'SilentlyContinue'\n"+script)
+	const cmd = "powershell -NoProfile -NonInteractive -ExecutionPolicy Bypass -EncodedCommand "
+	script = "$ProgressPreference = 'SilentlyContinue'\n" + script
+	line := cmd + psenc.Encode(script)
+	if len(line) > maxCommandLine {
+		line = cmd + psenc.Encode(psenc.Compressed(script))
+	}
+	return line
 }
 
 // windowsCommandLine is the WinRM command line for cmd.

@@ -161,6 +161,9 @@ func (w *windows) run(line string, cancel <-chan struct{}) (string, string, int)
 		return w.exec(rest, `C:\Users\`+w.user, "bat", cancel, 0)
 	case len(f) >= 2 && strings.HasPrefix(strings.ToLower(f[0]), "powershell") && strings.EqualFold(f[len(f)-2], "-EncodedCommand"):
 		script, err := psenc.Decode(f[len(f)-1])
+		if err == nil {
+			script, err = psenc.Expand(script)
+		}
 		if err != nil {
 			return "", "Cannot process the command because the value specified with -EncodedCommand is not properly encoded.\r\n", 1
 		}
@@ -360,8 +363,11 @@ func (w *windows) signal(p winSignalParams) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	pr := w.procs[p.Pid]
-	// The creation time guards against a reused pid, as the real script's does.
-	if pr == nil || dotnetTicks(pr.Created)-dotnetTicks(w.boot) != p.Start {
+	// The creation time guards against a reused pid, as the real script's
+	// does: ticks since the boot's whole second.
+	boot := dotnetTicks(w.boot)
+	boot -= boot % 10_000_000
+	if pr == nil || dotnetTicks(pr.Created)-boot != p.Start {
 		return
 	}
 	delete(w.procs, p.Pid)
@@ -375,7 +381,7 @@ func (w *windows) exec(text, dir, shell string, cancel <-chan struct{}, depth in
 	var out, errOut strings.Builder
 	rc := 0
 	for _, line := range strings.Split(strings.ReplaceAll(text, "\r", ""), "\n") {
-		words := splitWords(line)
+		words := splitWords(line, shell == "ps1")
 		if len(words) > 0 && words[0] == "&" {
 			words = words[1:] // PowerShell's call operator
 		}
@@ -387,7 +393,9 @@ func (w *windows) exec(text, dir, shell string, cancel <-chan struct{}, depth in
 		switch {
 		case verb == "rem" || verb == "::" || strings.HasPrefix(verb, "#") || strings.HasPrefix(verb, "@echo"):
 		case verb == "echo":
-			out.WriteString(strings.Join(args, " ") + "\r\n")
+			// cmd.exe's echo prints the rest of the line as it is.
+			_, rest, _ := strings.Cut(strings.TrimSpace(line), " ")
+			out.WriteString(rest + "\r\n")
 			rc = 0
 		case verb == "exit":
 			if len(args) > 0 && strings.EqualFold(args[0], "/b") {
@@ -468,8 +476,9 @@ func (w *windows) spawn(exe, pidFile string, opts []string) {
 	w.files[winKey(pidFile)] = strconv.Itoa(p.Pid) + "\r\n"
 }
 
-// splitWords splits a line into words; "double" and 'single' quotes group.
-func splitWords(s string) []string {
+// splitWords splits a line into words; "double" quotes group, and for
+// PowerShell 'single' quotes too.
+func splitWords(s string, single bool) []string {
 	var words []string
 	var cur strings.Builder
 	in := rune(0)
@@ -478,7 +487,7 @@ func splitWords(s string) []string {
 		switch {
 		case in != 0 && r == in:
 			in = 0
-		case in == 0 && (r == '"' || r == '\''):
+		case in == 0 && (r == '"' || single && r == '\''):
 			in, has = r, true
 		case in == 0 && (r == ' ' || r == '\t'):
 			if has {

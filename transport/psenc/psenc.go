@@ -4,8 +4,12 @@
 package psenc
 
 import (
+	"bytes"
+	"compress/gzip"
 	"encoding/base64"
 	"errors"
+	"io"
+	"strings"
 	"unicode/utf16"
 )
 
@@ -33,4 +37,39 @@ func Decode(encoded string) (string, error) {
 		u[i] = uint16(b[2*i]) | uint16(b[2*i+1])<<8
 	}
 	return string(utf16.Decode(u)), nil
+}
+
+// Compressed is a PowerShell script that runs script from a gzip payload:
+// about a third of the length for drover's scripts, for a script whose
+// -EncodedCommand form would not fit a command line.
+func Compressed(script string) string {
+	var b bytes.Buffer
+	zw, _ := gzip.NewWriterLevel(&b, gzip.BestCompression)
+	_, _ = zw.Write([]byte(script))
+	_ = zw.Close()
+	return compressedPrefix + base64.StdEncoding.EncodeToString(b.Bytes()) + compressedSuffix
+}
+
+const (
+	compressedPrefix = "iex (New-Object IO.StreamReader((New-Object IO.Compression.GZipStream([IO.MemoryStream][Convert]::FromBase64String('"
+	compressedSuffix = "'), [IO.Compression.CompressionMode]::Decompress)), [Text.Encoding]::UTF8)).ReadToEnd()"
+)
+
+// Expand returns the script a Compressed one runs, or script itself when it
+// is not one.
+func Expand(script string) (string, error) {
+	i := strings.Index(script, compressedPrefix)
+	if i < 0 || !strings.HasSuffix(script, compressedSuffix) {
+		return script, nil
+	}
+	raw, err := base64.StdEncoding.DecodeString(script[i+len(compressedPrefix) : len(script)-len(compressedSuffix)])
+	if err != nil {
+		return "", err
+	}
+	zr, err := gzip.NewReader(bytes.NewReader(raw))
+	if err != nil {
+		return "", err
+	}
+	out, err := io.ReadAll(zr)
+	return string(out), err
 }

@@ -2,6 +2,7 @@ package psenc
 
 import (
 	"encoding/base64"
+	"strings"
 	"testing"
 )
 
@@ -26,5 +27,20 @@ func TestRoundTrip(t *testing.T) {
 	}
 	if _, err := Decode("QQ=="); err == nil {
 		t.Fatal("an odd byte count must be refused")
+	}
+}
+
+func TestCompressedExpands(t *testing.T) {
+	script := "#drover:probe\n$p = ConvertFrom-Json '{\"a\":\"it''s\"}'\n" + strings.Repeat("Get-Process -Id $id\n", 200)
+	c := Compressed(script)
+	if len(c) > len(script)/3 || !strings.HasPrefix(c, "iex ") {
+		t.Fatalf("compressed to %d of %d characters", len(c), len(script))
+	}
+	got, err := Expand(c)
+	if err != nil || got != script {
+		t.Fatalf("expand: %v", err)
+	}
+	if got, err := Expand(script); err != nil || got != script {
+		t.Fatal("a plain script expands to itself")
 	}
 }
