@@ -303,10 +303,10 @@ func (w *WinRM) httpClient(h inventory.Host) (*http.Client, error) {
 // failures come back classified, and cleanup (Signal, Delete) still goes
 // out after the context has ended.
 type wsman struct {
-	ctx                context.Context
-	http               *http.Client
+	ctx                 context.Context
+	http                *http.Client
 	url, user, password string
-	addr, ca           string
+	addr, ca            string
 
 	done atomic.Bool // a Receive reported the command Done
 	mu   sync.Mutex
