@@ -104,7 +104,7 @@ func TestParseWindowsProbeWatch(t *testing.T) {
 var paramsLine = regexp.MustCompile(`(?m)^\$p = ConvertFrom-Json '((?:[^']|'')*)'\n`)
 
 // scriptParams reads a script's parameters back as PowerShell would:
-// the single-quoted string with ” as ', then JSON.
+// the single-quoted string, each doubled quote read as one, then JSON.
 func scriptParams(t *testing.T, script string) map[string]any {
 	t.Helper()
 	m := paramsLine.FindAllStringSubmatch(script, -1)
