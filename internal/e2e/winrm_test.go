@@ -2,12 +2,15 @@ package e2e
 
 import (
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/drover-sh/drover/internal/cli"
 	"github.com/drover-sh/drover/internal/testbed"
 	"github.com/drover-sh/drover/proc"
+	"github.com/drover-sh/drover/workflows"
 )
 
 // These tests put WinRM protocol test doubles (testbed.WinHost) next to
@@ -179,4 +182,151 @@ func TestWinRMOpsNextToSSH(t *testing.T) {
 	if bat.OpenShells() != 0 || ps1.OpenShells() != 0 {
 		t.Fatalf("open shells: %d, %d", bat.OpenShells(), ps1.OpenShells())
 	}
+}
+
+func TestWinRMFailuresStayPerHost(t *testing.T) {
+	otherCA := t.TempDir() + "/other-ca.pem"
+	if err := testbed.WriteOtherCA(otherCA); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("DROVER_E2E_WRONG_PW", "not-the-password")
+	// 0 healthy (https), 1 https with a CA that did not sign its
+	// certificate, 2 a wrong password, 3 hangs on every command.
+	e, wins := newWinEnv(t, 1, func(i int, entry map[string]any) {
+		switch i {
+		case 1:
+			entry["ca_file"] = otherCA
+		case 2:
+			entry["password_env"] = "DROVER_E2E_WRONG_PW"
+		}
+	}, testbed.WinOptions{HTTPS: true}, testbed.WinOptions{HTTPS: true}, testbed.WinOptions{}, testbed.WinOptions{})
+	ssh := e.bed.Hosts[0]
+	if _, err := ssh.StartSample("gse", "svc", ""); err != nil {
+		t.Fatal(err)
+	}
+	const dir = `C:\apps\app`
+	for _, w := range wins {
+		installWinApp(w, dir, "bat")
+		w.WriteFile(dir+`\start.bat`, "spawn svc.exe svc.pid\r\n")
+	}
+	e.startWorker()
+	opTimeout := 3 * time.Second
+	sshSpec := sampleSpec("gse", "svc")
+	sshSpec.OpTimeout = opTimeout
+	e.register("gse", "svc", sshSpec, proc.Target{IP: ssh.IP})
+	spec := winSpec(dir, proc.ShellBat)
+	spec.OpTimeout = opTimeout
+	for _, w := range wins {
+		e.register("gse", "svc", spec, proc.Target{IP: w.IP})
+	}
+	// The healthy and the hung double run the process, unmanaged.
+	for _, i := range []int{0, 3} {
+		wins[i].Spawn(dir+`\svc.exe`, dir+`\svc.pid`)
+	}
+	wins[3].Hang(true)
+
+	ips := []string{ssh.IP, wins[0].IP, wins[1].IP, wins[2].IP, wins[3].IP}
+	began := time.Now()
+	out, errOut, code := e.starter(operateRequest(proc.OpStatus, "gse", "svc", ips...), "api", "operate_process", "-f", "-", "--wait")
+	took := time.Since(began)
+	if code != cli.ExitHostsFailed {
+		t.Fatalf("exit %d\n%s%s", code, out, errOut)
+	}
+	r := decodeResult(t, out)
+	want := map[string]proc.Code{ssh.IP: proc.CodeSuccess, wins[0].IP: proc.CodeSuccess, wins[1].IP: proc.CodeHostKey,
+		wins[2].IP: proc.CodeAuthFailed, wins[3].IP: proc.CodeTimeout}
+	for ip, c := range want {
+		if got := r.Data[key(ip, "gse", "svc")]; got.ErrorCode != int(c) {
+			t.Errorf("%s: %d %q, want %d", ip, got.ErrorCode, got.ErrorMsg, c)
+		}
+	}
+	if msg := r.Data[key(wins[1].IP, "gse", "svc")].ErrorMsg; !strings.Contains(msg, "TLS certificate not verified against ca_file "+otherCA) {
+		t.Errorf("wrong CA message: %s", msg)
+	}
+	if msg := r.Data[key(wins[2].IP, "gse", "svc")].ErrorMsg; !strings.Contains(msg, "HTTP 401") {
+		t.Errorf("wrong password message: %s", msg)
+	}
+	t.Logf("batch with a hung WinRM host (op_timeout %s) took %s", opTimeout, took.Round(time.Millisecond))
+	if took > opTimeout+10*time.Second {
+		t.Fatalf("the batch took %s; the hung host must end at its op_timeout %s", took, opTimeout)
+	}
+	// Refused before any credentials went out; refused once, not retried.
+	if st := wins[1].Stats(); st.ShellsCreated != 0 || st.AuthFailures != 0 {
+		t.Errorf("host behind an unverified certificate got requests: %+v", st)
+	}
+	if st := wins[2].Stats(); st.AuthFailures != 1 || st.ShellsCreated != 0 {
+		t.Errorf("wrong password: %+v, want exactly one refused request", st)
+	}
+	// The hung command was terminated and its shell deleted.
+	if st := wins[3].Stats(); st.Signals == 0 || wins[3].OpenShells() != 0 {
+		t.Errorf("hung host: %+v, %d shells open", st, wins[3].OpenShells())
+	}
+}
+
+func TestWinRMShellsClosedAfter100Ops(t *testing.T) {
+	e, wins := newWinEnv(t, 1, nil, testbed.WinOptions{})
+	w := wins[0]
+	const dir = `C:\apps\app`
+	installWinApp(w, dir, "bat")
+	e.startWorker()
+	spec := winSpec(dir, proc.ShellBat)
+	spec.StartCheck, spec.StopCheck = 100*time.Millisecond, 100*time.Millisecond
+	it := proc.Item{Target: proc.Target{IP: w.IP}, Process: proc.ProcessID{Namespace: "many", Name: "svc"}, Spec: &spec}
+	ops := []struct {
+		op   proc.OpType
+		want proc.Code
+	}{{proc.OpStart, proc.CodeSuccess}, {proc.OpStatus, proc.CodeSuccess}, {proc.OpKill, proc.CodeSuccess}, {proc.OpStatus, proc.CodeNotRunning}}
+	began := time.Now()
+	for i := 0; i < 100; i++ {
+		o := ops[i%len(ops)]
+		wantCode(t, fmt.Sprintf("op %d (%s)", i, o.op), e.op(o.op, it), o.want)
+	}
+	took := time.Since(began)
+	// Each start manages the process and each kill unmanages it: a
+	// supervision poll may still be in flight when the last op returns,
+	// and is cancelled with its shell deleted.
+	settled := waitFor(t, 10*time.Second, "no open shells after the run", func() bool { return w.OpenShells() == 0 })
+	st := w.Stats()
+	t.Logf("100 ops in %s (%.1f ops/s, %d WinRM commands); shells created %d, deleted %d, open %d (%s after the last op)",
+		took.Round(time.Millisecond), 100/took.Seconds(), st.Commands, st.ShellsCreated, st.ShellsDeleted, w.OpenShells(), settled.Round(time.Millisecond))
+	if st.ShellsCreated != st.ShellsDeleted || st.ShellsCreated < 100 {
+		t.Fatalf("after 100 ops: %+v", st)
+	}
+}
+
+func TestWinRMSuperviseRestartsAKilledProcess(t *testing.T) {
+	e, wins := newWinEnv(t, 1, nil, testbed.WinOptions{HTTPS: true})
+	w := wins[0]
+	const dir = `C:\apps\app`
+	installWinApp(w, dir, "ps1")
+	e.startWorker()
+	spec := winSpec(dir, proc.ShellPS1)
+	spec.StartRetries, spec.StartInterval = 2, time.Second
+	it := proc.Item{Target: proc.Target{IP: w.IP}, Process: proc.ProcessID{Namespace: "sup", Name: "svc"}, Spec: &spec}
+	wantCode(t, "start managed", e.op(proc.OpStart, it), proc.CodeSuccess)
+	pid := w.PidIn(dir + `\svc.pid`)
+	if pid == 0 || !w.KillProcess(pid) {
+		t.Fatalf("no live process to kill: %+v", w.Processes())
+	}
+	took := waitFor(t, 15*time.Second, "restart after the process died", func() bool {
+		p := w.PidIn(dir + `\svc.pid`)
+		return p != 0 && p != pid
+	})
+	t.Logf("killed to a new live pid on the WinRM host: %s", took.Round(time.Millisecond))
+	waitFor(t, 10*time.Second, "restart event", func() bool {
+		return countKind(e.winEvents(t, w), workflows.EventRestartSuccess) > 0
+	})
+	// Operators win: a stop ends supervision, nothing comes back.
+	it.Spec = nil
+	wantCode(t, "stop", e.op(proc.OpStop, it), proc.CodeSuccess)
+	time.Sleep(3 * time.Second)
+	if len(w.Processes()) != 0 || w.OpenShells() != 0 {
+		t.Fatalf("after stop: %+v, %d shells open", w.Processes(), w.OpenShells())
+	}
+}
+
+// winEvents is the supervision events of a double's host workflow.
+func (e *env) winEvents(t *testing.T, w *testbed.WinHost) []workflows.Event {
+	t.Helper()
+	return e.hostEvents(t, proc.HostID{IP: w.IP})
 }

@@ -118,6 +118,13 @@ func (h *WinHost) Processes() []WinProcess {
 	return out
 }
 
+// Spawn starts a process as the line language's spawn does, and returns
+// its pid.
+func (h *WinHost) Spawn(exe, pidFile string) int {
+	h.emu.spawn(exe, pidFile, nil)
+	return h.PidIn(pidFile)
+}
+
 // KillProcess ends a process from outside drover, as a crash would.
 func (h *WinHost) KillProcess(pid int) bool {
 	h.emu.mu.Lock()
