@@ -179,6 +179,13 @@ func TestWinRMOpsNextToSSH(t *testing.T) {
 	if got.Code != proc.CodeBadSpec || !strings.Contains(got.Message, "cannot run on a Windows (winrm) host") {
 		t.Fatalf("sh to a winrm host: %+v", got)
 	}
+	// The WinRM login is the account: another account has no credentials.
+	other := winSpec(batDir, proc.ShellBat)
+	other.Account = "svc-other"
+	got = e.op(proc.OpStatus, proc.Item{Target: proc.Target{IP: bat.IP}, Process: proc.ProcessID{Namespace: "win", Name: "other"}, Spec: &other})
+	if got.Code != proc.CodeAuthFailed || !strings.Contains(got.Message, `no WinRM credentials for account "svc-other"`) {
+		t.Fatalf("account without credentials: %+v", got)
+	}
 	if bat.OpenShells() != 0 || ps1.OpenShells() != 0 {
 		t.Fatalf("open shells: %d, %d", bat.OpenShells(), ps1.OpenShells())
 	}
