@@ -211,3 +211,26 @@ func TestWinRMTimeoutTerminatesAndDeletes(t *testing.T) {
 		t.Fatalf("after the hang: %+v %v", res, err)
 	}
 }
+
+func TestWinRMNTLM(t *testing.T) {
+	h := testbed.NewWinHost(t, testbed.WinOptions{NTLM: true, HTTPS: true})
+	w := NewWinRM(WinRMOptions{})
+	ntlm := winHost(t, h, func(x *inventory.Host) { x.Auth = inventory.AuthNTLM })
+	for i := 0; i < 3; i++ {
+		if res, err := w.Run(context.Background(), ntlm, Command{Shell: ShellCmd, Script: "echo ntlm"}); err != nil || string(res.Stdout) != "ntlm\r\n" {
+			t.Fatalf("ntlm: %+v %v", res, err)
+		}
+	}
+	// Every request of every command (create, command, receive, signal,
+	// delete) was authenticated by NTLM, none by basic.
+	if st := h.Stats(); st.NTLMLogons < 15 || st.AuthFailures != 0 || h.OpenShells() != 0 {
+		t.Fatalf("%+v, %d shells open", st, h.OpenShells())
+	}
+	t.Setenv("DROVER_TEST_WRONG_PW", "not-it")
+	_, err := w.Run(context.Background(), winHost(t, h, func(x *inventory.Host) {
+		x.Auth, x.PasswordEnv = inventory.AuthNTLM, "DROVER_TEST_WRONG_PW"
+	}), Command{Shell: ShellCmd, Script: "echo ntlm"})
+	if KindOf(err) != KindAuth || h.Stats().AuthFailures != 1 {
+		t.Fatalf("wrong NTLM password: %v, %+v", err, h.Stats())
+	}
+}

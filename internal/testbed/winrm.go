@@ -52,8 +52,11 @@ type WinHost struct {
 	lock *os.File
 	srv  *http.Server
 
-	mu       sync.Mutex
-	shells   map[string]*winShell
+	ntlm bool
+
+	mu         sync.Mutex
+	shells     map[string]*winShell
+	challenges map[[8]byte]time.Time // NTLM server challenges not yet answered
 	seq      int
 	stats    WinStats
 	hang     bool
@@ -68,7 +71,8 @@ type WinStats struct {
 	ShellsDeleted int
 	Commands      int
 	Signals       int
-	AuthFailures  int
+	AuthFailures  int // requests with credentials that were refused
+	NTLMLogons    int // requests authenticated by NTLM
 }
 
 type winShell struct {
@@ -92,6 +96,9 @@ type WinOptions struct {
 	User     string // default Administrator
 	Password string // default a fixed test password
 	Dir      string // where the CA file goes; default a temp dir
+	// NTLM makes the host offer and accept NTLM (HTTP Negotiate) besides
+	// basic, as a domain-joined Windows host does.
+	NTLM bool
 }
 
 // NewWinHost starts a double for a test and stops it when the test ends.
@@ -124,8 +131,8 @@ func StartWinHost(opts WinOptions) (*WinHost, error) {
 	if err := os.MkdirAll(lockDir, 0o755); err != nil {
 		return nil, err
 	}
-	h := &WinHost{HTTPS: opts.HTTPS, User: opts.User, Password: opts.Password, Dir: opts.Dir,
-		shells: map[string]*winShell{}, emu: newWindows(opts.User)}
+	h := &WinHost{HTTPS: opts.HTTPS, User: opts.User, Password: opts.Password, Dir: opts.Dir, ntlm: opts.NTLM,
+		shells: map[string]*winShell{}, challenges: map[[8]byte]time.Time{}, emu: newWindows(opts.User)}
 	h.Port = 5985
 	if opts.HTTPS {
 		h.Port = 5986
@@ -247,13 +254,7 @@ func (h *WinHost) serve(w http.ResponseWriter, r *http.Request) {
 		http.NotFound(w, r)
 		return
 	}
-	user, pw, ok := r.BasicAuth()
-	if !ok || user != h.User || pw != h.Password {
-		h.mu.Lock()
-		h.stats.AuthFailures++
-		h.mu.Unlock()
-		w.Header().Set("WWW-Authenticate", `Basic realm="WSMAN"`)
-		w.WriteHeader(http.StatusUnauthorized)
+	if !h.authenticated(w, r) {
 		return
 	}
 	data, err := io.ReadAll(io.LimitReader(r.Body, 1<<20))
@@ -280,6 +281,42 @@ func (h *WinHost) serve(w http.ResponseWriter, r *http.Request) {
 	default:
 		h.fault(w, "s:Sender", "w:ActionNotSupported", "action "+action+" is not supported by the test double")
 	}
+}
+
+// authenticated checks the request's credentials: basic, or an NTLM
+// handshake when the host speaks it. When not authenticated, the 401 (or
+// the NTLM challenge) has been written.
+func (h *WinHost) authenticated(w http.ResponseWriter, r *http.Request) bool {
+	auth := r.Header.Get("Authorization")
+	scheme, data, _ := strings.Cut(auth, " ")
+	switch {
+	case auth == "":
+		h.refuse(w, false) // a client asking what the host offers
+		return false
+	case scheme == "Basic":
+		if user, pw, ok := r.BasicAuth(); ok && user == h.User && pw == h.Password {
+			return true
+		}
+	case h.ntlm && (scheme == "Negotiate" || scheme == "NTLM"):
+		return h.ntlmAuth(w, scheme, data)
+	}
+	h.refuse(w, true)
+	return false
+}
+
+// refuse answers 401 with the schemes the host offers; failed says
+// credentials were given and refused.
+func (h *WinHost) refuse(w http.ResponseWriter, failed bool) {
+	if failed {
+		h.mu.Lock()
+		h.stats.AuthFailures++
+		h.mu.Unlock()
+	}
+	if h.ntlm {
+		w.Header().Add("WWW-Authenticate", "Negotiate")
+	}
+	w.Header().Add("WWW-Authenticate", `Basic realm="WSMAN"`)
+	w.WriteHeader(http.StatusUnauthorized)
 }
 
 const envelopeOpen = `<s:Envelope xml:lang="en-US" xmlns:s="http://www.w3.org/2003/05/soap-envelope" xmlns:a="http://schemas.xmlsoap.org/ws/2004/08/addressing" xmlns:x="http://schemas.xmlsoap.org/ws/2004/09/transfer" xmlns:w="http://schemas.dmtf.org/wbem/wsman/1/wsman.xsd" xmlns:rsp="http://schemas.microsoft.com/wbem/wsman/1/windows/shell"><s:Header><a:Action>%s</a:Action></s:Header><s:Body>`
