@@ -57,12 +57,12 @@ type WinHost struct {
 	mu         sync.Mutex
 	shells     map[string]*winShell
 	challenges map[[8]byte]time.Time // NTLM server challenges not yet answered
-	seq      int
-	stats    WinStats
-	hang     bool
-	emu      *windows
-	closeErr error
-	closed   bool
+	seq        int
+	stats      WinStats
+	hang       bool
+	emu        *windows
+	closeErr   error
+	closed     bool
 }
 
 // WinStats counts what the double was asked to do.
