@@ -62,7 +62,7 @@ func psScript(kind string, params any, body string) string {
 const winRun = `function Run($sh, $cmd, $dir, $s) {
 $o = [IO.Path]::GetTempFileName()
 if ($sh -eq 'ps1') { $c = 'powershell.exe -NoProfile -NonInteractive -ExecutionPolicy Bypass -EncodedCommand ' + [Convert]::ToBase64String([Text.Encoding]::Unicode.GetBytes($cmd)) } else { $c = 'cmd.exe /d /s /c "' + $cmd + '"' }
-$r = Invoke-CimMethod Win32_Process Create -Arguments @{CommandLine = 'cmd.exe /d /s /c "' + $c + ' >"' + $o + '" 2>&1 & call echo %^errorlevel% >"' + $o + '.rc""'; CurrentDirectory = $dir}
+$r = Invoke-CimMethod -ClassName Win32_Process -MethodName Create -Arguments @{CommandLine = 'cmd.exe /d /s /c "' + $c + ' >"' + $o + '" 2>&1 & call echo %^errorlevel% >"' + $o + '.rc""'; CurrentDirectory = $dir}
 if ($r.ReturnValue -ne 0) { return @{rc = 96; to = 0; out = "process not created: $($r.ReturnValue)"} }
 $t = 0; $w = [Diagnostics.Stopwatch]::StartNew()
 while (Get-Process -Id $r.ProcessId) { if ($w.Elapsed.TotalSeconds -ge $s) { $t = 1; taskkill.exe /T /F /PID $r.ProcessId *> $null; break }; Start-Sleep -Milliseconds 100 }
@@ -79,12 +79,15 @@ if (-not (Test-Path -LiteralPath $p.setup -PathType Container)) { "setup_path $(
 ` + winRun + `$x = Run $p.shell $p.cmd $p.setup $p.timeout_s
 $x.out.Substring(0, [Math]::Min(4096, $x.out.Length))
 "` + "`n" + trailer + ` rc=$($x.rc) timeout=$($x.to)"
+exit 0
 `
 
 // winProbeBody prints the probe lines parseWindowsProbe reads. Numbers
 // reach the output by string interpolation, which PowerShell formats with
 // the invariant culture whatever the host's locale; times are .NET ticks
-// (100 ns) in UTC.
+// (100 ns) in UTC. It exits 0 explicitly: powershell's exit code is
+// otherwise whether the last statement succeeded, and a missing config
+// file is no failed probe.
 const winProbeBody = `$ErrorActionPreference = 'SilentlyContinue'
 $os = Get-CimInstance Win32_OperatingSystem; $cs = Get-CimInstance Win32_ComputerSystem
 "H` + "`t" + `$($cs.NumberOfLogicalProcessors)` + "`t" + `$($cs.TotalPhysicalMemory)` + "`t" + `$($os.LastBootUpTime.ToUniversalTime().Ticks)` + "`t" + `$([DateTime]::UtcNow.Ticks)` + "`t" + `$((Get-Date).ToString('zzz'))` + "`t" + `$env:USERNAME"
@@ -107,6 +110,7 @@ if ($p.checks) {
 if ($k.kind -eq 'md5') { "$($k.tag)$("$((Get-FileHash -LiteralPath $k.path -Algorithm MD5).Hash)".ToLower())"; continue }
 $x = Run $k.shell $k.cmd $k.setup 10
 if ($k.kind -eq 'version') { "$($k.tag)$((($x.out -split '\r?\n')[0]) -replace '\t', ' ')" } else { "$($k.tag)$($x.rc)" } } }
+exit 0
 `
 
 // winSignalBody stops the probed incarnation by pid, only while its

@@ -129,6 +129,11 @@ func TestWindowsScriptsCarryRequestTextOnlyAsData(t *testing.T) {
 		"signal":  w.signalScript(4012, 99, "TERM", 5*time.Second),
 	} {
 		p := scriptParams(t, script)
+		// powershell's exit code is otherwise whether the last statement
+		// succeeded: every script ends it explicitly.
+		if !strings.HasSuffix(script, "\nexit 0\n") {
+			t.Fatalf("%s does not end with exit 0", name)
+		}
 		// Outside its one quoted parameter line, the script is the fixed body.
 		rest := paramsLine.ReplaceAllString(script, "")
 		if strings.Contains(rest, "Remove-Item -Recurse") || strings.Contains(rest, "it's app") {
