@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/drover-sh/drover/gseapi"
 	"github.com/drover-sh/drover/internal/cli"
 	"github.com/drover-sh/drover/internal/testbed"
 	"github.com/drover-sh/drover/policies"
@@ -279,31 +280,43 @@ func TestWinRMFailuresStayPerHost(t *testing.T) {
 func TestWinRMShellsClosedAfter100Ops(t *testing.T) {
 	e, wins := newWinEnv(t, 1, nil, testbed.WinOptions{})
 	w := wins[0]
-	const dir = `C:\apps\app`
-	installWinApp(w, dir, "bat")
 	e.startWorker()
-	spec := winSpec(dir, proc.ShellBat)
-	spec.StartCheck, spec.StopCheck = 100*time.Millisecond, 100*time.Millisecond
-	it := proc.Item{Target: proc.Target{IP: w.IP}, Process: proc.ProcessID{Namespace: "many", Name: "svc"}, Spec: &spec}
-	ops := []struct {
+	// 25 processes on the host, each started, probed, killed and probed:
+	// 100 ops in four requests.
+	const n = 25
+	items := make([]proc.Item, n)
+	for i := range items {
+		dir := fmt.Sprintf(`C:\apps\app%02d`, i)
+		installWinApp(w, dir, "bat")
+		spec := winSpec(dir, proc.ShellBat)
+		spec.StartCheck, spec.StopCheck = 100*time.Millisecond, 100*time.Millisecond
+		items[i] = proc.Item{Target: proc.Target{IP: w.IP}, Process: proc.ProcessID{Namespace: "many", Name: fmt.Sprintf("svc%02d", i)}, Spec: &spec}
+	}
+	began := time.Now()
+	for _, o := range []struct {
 		op   proc.OpType
 		want proc.Code
-	}{{proc.OpStart, proc.CodeSuccess}, {proc.OpStatus, proc.CodeSuccess}, {proc.OpKill, proc.CodeSuccess}, {proc.OpStatus, proc.CodeNotRunning}}
-	began := time.Now()
-	for i := 0; i < 100; i++ {
-		o := ops[i%len(ops)]
-		wantCode(t, fmt.Sprintf("op %d (%s)", i, o.op), e.op(o.op, it), o.want)
+	}{{proc.OpStart, proc.CodeSuccess}, {proc.OpStatus, proc.CodeSuccess}, {proc.OpKill, proc.CodeSuccess}, {proc.OpStatus, proc.CodeNotRunning}} {
+		res := e.runOperate(workflows.OperateInput{TaskID: gseapi.NewTaskID(time.Now()), Op: o.op, Items: items})
+		if len(res.Results) != n {
+			t.Fatalf("%s: %d results", o.op, len(res.Results))
+		}
+		for _, r := range res.Results {
+			if r.Code != o.want {
+				t.Fatalf("%s %s: %d %q, want %d", o.op, r.Key, r.Code, r.Message, o.want)
+			}
+		}
 	}
 	took := time.Since(began)
-	// Each start manages the process and each kill unmanages it: a
+	// Each start manages its process and each kill unmanages it: a
 	// supervision poll may still be in flight when the last op returns,
 	// and is cancelled with its shell deleted.
 	settled := waitFor(t, 10*time.Second, "no open shells after the run", func() bool { return w.OpenShells() == 0 })
 	st := w.Stats()
 	t.Logf("100 ops in %s (%.1f ops/s, %d WinRM commands); shells created %d, deleted %d, open %d (%s after the last op)",
 		took.Round(time.Millisecond), 100/took.Seconds(), st.Commands, st.ShellsCreated, st.ShellsDeleted, w.OpenShells(), settled.Round(time.Millisecond))
-	if st.ShellsCreated != st.ShellsDeleted || st.ShellsCreated < 100 {
-		t.Fatalf("after 100 ops: %+v", st)
+	if st.ShellsCreated != st.ShellsDeleted || st.ShellsCreated < 100 || len(w.Processes()) != 0 {
+		t.Fatalf("after 100 ops: %+v, processes %+v", st, w.Processes())
 	}
 }
 
