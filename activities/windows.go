@@ -27,6 +27,13 @@ func (windowsPlatform) fits(spec proc.Spec) string {
 	if spec.ShellExt != proc.ShellBat && spec.ShellExt != proc.ShellPS1 {
 		return fmt.Sprintf("cmd_shell_ext %q cannot run on a Windows (winrm) host; use bat or ps1", spec.ShellExt)
 	}
+	if spec.ShellExt == proc.ShellBat && !hasAnyCommand(spec) {
+		for _, f := range []struct{ name, v string }{{"setup_path", spec.SetupPath}, {"proc_name", spec.ProcName}} {
+			if strings.ContainsAny(f.v, `"%`) {
+				return fmt.Sprintf("%s %q holds %s, which no cmd.exe quoting keeps literal in the default bat commands", f.name, f.v, `" or %`)
+			}
+		}
+	}
 	return ""
 }
 
@@ -221,9 +228,8 @@ func psNeedsQuote(s string) bool {
 
 // CmdQuote is s as one cmd.exe argument: double-quoted when it holds
 // characters cmd.exe or the argument splitter treat specially. cmd.exe has
-// no escape for " inside quotes, and % is expanded even there, so a name
-// with either is unquotable: they are refused by request validation
-// (proc_name and setup_path are names and paths).
+// no escape for " inside quotes, and % is expanded even there: fits
+// refuses specs whose default commands would need either.
 func CmdQuote(s string) string {
 	if s != "" && !strings.ContainsAny(s, " \t&|<>^(),;=") {
 		return s

@@ -224,6 +224,19 @@ func TestWindowsAccountAndShellFit(t *testing.T) {
 	if w.fits(root) != "" || w.fits(proc.Spec{ShellExt: proc.ShellSh}) == "" {
 		t.Fatal("bat and ps1 fit Windows, sh does not")
 	}
+	// cmd.exe cannot keep " or % literal: default bat commands refuse them,
+	// a caller's own commands and ps1 quote them.
+	pct := proc.Spec{ShellExt: proc.ShellBat, SetupPath: `C:\100%\app`, ProcName: "svc"}
+	if why := w.fits(pct); !strings.Contains(why, "setup_path") {
+		t.Fatalf("%% in a bat default command: %q", why)
+	}
+	pct.StartCmd = "start.bat"
+	if w.fits(pct) != "" {
+		t.Fatal("a caller's own bat command is the caller's")
+	}
+	if w.fits(proc.Spec{ShellExt: proc.ShellPS1, SetupPath: `C:\100%\"app"`, ProcName: "svc"}) != "" {
+		t.Fatal("ps1 quotes anything")
+	}
 	l := platformFor(inventory.Host{Transport: inventory.TransportSSH})
 	if l.fits(root) == "" || l.fits(proc.Spec{ShellExt: proc.ShellSh}) != "" || l.shell() != transport.ShellSh || w.shell() != transport.ShellPowerShell {
 		t.Fatal("sh fits Linux, bat does not")
