@@ -57,6 +57,7 @@ type opRun struct {
 	a    *Activities
 	ctx  context.Context
 	host inventory.Host
+	plat platform
 	in   HostOpInput
 	spec proc.Spec
 }
@@ -69,11 +70,12 @@ func (a *Activities) HostOp(ctx context.Context, in HostOpInput) (HostOpOutput, 
 		return failed(proc.Fail(proc.CodeUnknownHost, "host bk_cloud_id=%d ip=%s is not in the inventory", in.Target.CloudID, in.Target.IP)), nil
 	}
 	spec := policies.WithDefaults(in.Spec)
-	if spec.ShellExt != proc.ShellSh && host.Transport == inventory.TransportSSH {
-		return failed(proc.Fail(proc.CodeBadSpec, "cmd_shell_ext %q needs a Windows (winrm) host; %s is reached over ssh", spec.ShellExt, in.Target.IP)), nil
+	plat := platformFor(host)
+	if why := plat.fits(spec); why != "" {
+		return failed(proc.Fail(proc.CodeBadSpec, "%s; %s is reached over %s", why, in.Target.IP, host.Transport)), nil
 	}
 	defer keepAlive(ctx)()
-	r := &opRun{a: a, ctx: ctx, host: host, in: in, spec: spec}
+	r := &opRun{a: a, ctx: ctx, host: host, plat: plat, in: in, spec: spec}
 	switch in.Op {
 	case proc.OpStatus:
 		return r.status(), nil
@@ -113,11 +115,8 @@ type probeResult struct {
 
 // probe samples the process with one exec; window > 0 measures current cpu.
 func (r *opRun) probe(window time.Duration, extras bool) (probeResult, *proc.HostResult) {
-	script := ProbeScript([]string{r.spec.PidPath}, window)
-	if extras {
-		script += extrasScript(r.spec)
-	}
-	res, err := r.a.Runner.Run(r.ctx, r.host, transport.Command{Script: script, Account: r.spec.Account, Timeout: r.spec.OpTimeout})
+	script := r.plat.statusScript(r.spec, window, extras)
+	res, err := r.a.Runner.Run(r.ctx, r.host, r.command(script, r.spec.OpTimeout))
 	if err != nil {
 		f := transportFailure(err)
 		return probeResult{}, &f
@@ -126,21 +125,26 @@ func (r *opRun) probe(window time.Duration, extras bool) (probeResult, *proc.Hos
 		f := proc.Fail(proc.CodeCommandFailed, "probe exited %d: %s", res.ExitCode, trim(string(res.Stderr)))
 		return probeResult{}, &f
 	}
-	info, samples, err := ParseProbe(string(res.Stdout), 1)
+	info, samples, err := r.plat.parseProbe(string(res.Stdout), 1)
 	if err != nil {
 		f := proc.Fail(proc.CodeInternal, "%v", err)
 		return probeResult{}, &f
 	}
-	if info.User != r.spec.Account {
+	if !r.plat.ranAs(info.User, r.spec) {
 		// Never report what another account saw as this account's view.
 		f := proc.Fail(proc.CodeSudoRefused, "probe ran as %q, not as account %q", info.User, r.spec.Account)
 		return probeResult{}, &f
 	}
-	p := probeResult{host: info, sample: samples[0], alive: proc.Alive(samples[0], r.spec.ProcName)}
+	p := probeResult{host: info, sample: samples[0], alive: r.plat.alive(samples[0], r.spec.ProcName)}
 	if extras {
 		p.extras = parseExtras(string(res.Stdout))
 	}
 	return p, nil
+}
+
+// command is script as the spec's account, in the platform's language.
+func (r *opRun) command(script string, timeout time.Duration) transport.Command {
+	return transport.Command{Script: script, Shell: r.plat.shell(), Account: r.plat.account(r.spec), Timeout: timeout}
 }
 
 // observe turns a probe into the output's process fields.
@@ -168,13 +172,9 @@ func (r *opRun) status() HostOpOutput {
 
 // runControl runs one control command and maps its failure to a result.
 func (r *opRun) runControl(verb, cmd string) *proc.HostResult {
-	res, err := r.a.Runner.Run(r.ctx, r.host, transport.Command{
-		Script:  controlScript(r.spec.SetupPath, cmd, r.spec.OpTimeout),
-		Account: r.spec.Account,
-		// The script's own watchdog ends the command at op_timeout; this
-		// bound only covers a host that stops answering.
-		Timeout: r.spec.OpTimeout + 15*time.Second,
-	})
+	// The script's own watchdog ends the command at op_timeout; this
+	// bound only covers a host that stops answering.
+	res, err := r.a.Runner.Run(r.ctx, r.host, r.command(r.plat.controlScript(r.spec, cmd), r.spec.OpTimeout+15*time.Second))
 	if err != nil {
 		f := transportFailure(err)
 		return &f
@@ -207,7 +207,7 @@ func (r *opRun) start() HostOpOutput {
 		return observe(HostOpOutput{Result: proc.HostResult{Code: proc.CodeAlreadyRunning,
 			Message: fmt.Sprintf("process(%s) is already running, pid %d", r.spec.ProcName, p.sample.Pid)}}, p)
 	}
-	return r.startAndCheck("start", commandFor("start", r.spec))
+	return r.startAndCheck("start", commandFor(r.plat, "start", r.spec))
 }
 
 // startAndCheck runs a start-like command, then checks the process stays
@@ -266,7 +266,7 @@ func (r *opRun) stop() HostOpOutput {
 // stopAndCheck stops a live process with stop_cmd, or TERM then KILL to its
 // process group, then checks that it is gone.
 func (r *opRun) stopAndCheck(p probeResult) HostOpOutput {
-	if cmd := commandFor("stop", r.spec); cmd != "" {
+	if cmd := commandFor(r.plat, "stop", r.spec); cmd != "" {
 		if f := r.runControl("stop", cmd); f != nil {
 			return failed(*f)
 		}
@@ -305,11 +305,7 @@ func (r *opRun) waitGone(verb string, before probeResult, wait time.Duration) Ho
 }
 
 func (r *opRun) signal(p probeResult, sig string, wait time.Duration) *proc.HostResult {
-	res, err := r.a.Runner.Run(r.ctx, r.host, transport.Command{
-		Script:  signalScript(p.sample.Pid, p.sample.StartTicks, sig, wait),
-		Account: r.spec.Account,
-		Timeout: wait + r.spec.OpTimeout,
-	})
+	res, err := r.a.Runner.Run(r.ctx, r.host, r.command(r.plat.signalScript(p.sample.Pid, p.sample.StartTicks, sig, wait), wait+r.spec.OpTimeout))
 	if err != nil {
 		f := transportFailure(err)
 		return &f
@@ -323,7 +319,7 @@ func (r *opRun) signal(p probeResult, sig string, wait time.Duration) *proc.Host
 
 func (r *opRun) restart() HostOpOutput {
 	if cmd := r.spec.RestartCmd; cmd != "" || !hasAnyCommand(r.spec) {
-		return r.startAndCheck("restart", commandFor("restart", r.spec))
+		return r.startAndCheck("restart", commandFor(r.plat, "restart", r.spec))
 	}
 	// No restart_cmd: stop (if running), then start.
 	p, f := r.probe(0, false)
@@ -335,11 +331,11 @@ func (r *opRun) restart() HostOpOutput {
 			return out
 		}
 	}
-	return r.startAndCheck("restart", commandFor("start", r.spec))
+	return r.startAndCheck("restart", commandFor(r.plat, "start", r.spec))
 }
 
 func (r *opRun) reload() HostOpOutput {
-	cmd := commandFor("reload", r.spec)
+	cmd := commandFor(r.plat, "reload", r.spec)
 	if cmd == "" {
 		return failed(proc.Fail(proc.CodeBadSpec, "process %s has no reload_cmd", r.spec.ProcName))
 	}
@@ -376,7 +372,7 @@ func (r *opRun) kill() HostOpOutput {
 		return HostOpOutput{Result: proc.HostResult{Code: proc.CodeNotRunning,
 			Message: fmt.Sprintf("no need to kill the process(%s) that is not running", r.spec.ProcName)}}
 	}
-	if cmd := commandFor("kill", r.spec); cmd != "" {
+	if cmd := commandFor(r.plat, "kill", r.spec); cmd != "" {
 		if f := r.runControl("kill", cmd); f != nil {
 			return failed(*f)
 		}

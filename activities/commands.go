@@ -106,7 +106,7 @@ func hasAnyCommand(s proc.Spec) bool {
 // commandFor picks the command for verb: the spec's own, else the
 // job-platform default when the spec gives no commands at all, else "" (the
 // caller then uses signals: stop and kill need no script).
-func commandFor(verb string, s proc.Spec) string {
+func commandFor(p platform, verb string, s proc.Spec) string {
 	var c string
 	switch verb {
 	case "start":
@@ -124,12 +124,12 @@ func commandFor(verb string, s proc.Spec) string {
 		return c
 	}
 	if !hasAnyCommand(s) {
-		return defaultCommand(verb, s)
+		return p.defaultCommand(verb, s)
 	}
 	if verb == "start" {
 		// A spec with other commands but no start_cmd still starts by the
 		// convention: there is nothing else to start it with.
-		return defaultCommand(verb, s)
+		return p.defaultCommand(verb, s)
 	}
 	return ""
 }

@@ -81,13 +81,13 @@ func (a *Activities) Watch(ctx context.Context, in WatchInput) (WatchOutput, err
 	// Heartbeats go on while a poll waits on a slow host, so a lost worker
 	// is noticed within the heartbeat timeout, not after a poll's timeout.
 	defer keepAlive(ctx)()
-	w := newWatcher(in)
-	script := w.script()
+	w := newWatcher(in, platformFor(host))
+	script := w.plat.watchScript(in.Entries)
 	ended := time.Now().Add(renew)
 	tick := time.NewTicker(interval)
 	defer tick.Stop()
 	for polls := 1; ; polls++ {
-		res, err := a.Runner.Run(ctx, host, transport.Command{Script: script, Timeout: policies.WatchPollTimeout})
+		res, err := a.Runner.Run(ctx, host, transport.Command{Script: script, Shell: w.plat.shell(), Timeout: policies.WatchPollTimeout})
 		if err == nil && res.ExitCode == 0 {
 			if events := w.observe(string(res.Stdout)); len(events) > 0 {
 				return WatchOutput{Events: events, Polls: polls}, nil
@@ -112,6 +112,7 @@ func (a *Activities) Watch(ctx context.Context, in WatchInput) (WatchOutput, err
 // watcher keeps what one watch needs between polls.
 type watcher struct {
 	in     WatchInput
+	plat   platform
 	limits []policies.LimitState
 	// previous poll's CPU ticks of each process (by start time) and host
 	prevTicks  []uint64
@@ -120,8 +121,8 @@ type watcher struct {
 	reportedMD map[string]bool
 }
 
-func newWatcher(in WatchInput) *watcher {
-	w := &watcher{in: in, limits: make([]policies.LimitState, len(in.Entries)),
+func newWatcher(in WatchInput, plat platform) *watcher {
+	w := &watcher{in: in, plat: plat, limits: make([]policies.LimitState, len(in.Entries)),
 		prevTicks: make([]uint64, len(in.Entries)), prevStart: make([]uint64, len(in.Entries)),
 		reportedMD: map[string]bool{}}
 	for i, e := range in.Entries {
@@ -134,33 +135,9 @@ func newWatcher(in WatchInput) *watcher {
 
 func key(i int, path string) string { return strconv.Itoa(i) + "\x00" + path }
 
-// script is the one exec of a poll: every pid file, every health_cmd, and
-// the md5 of every watched config file.
-func (w *watcher) script() string {
-	paths := make([]string, len(w.in.Entries))
-	for i, e := range w.in.Entries {
-		paths[i] = e.Spec.PidPath
-	}
-	var b strings.Builder
-	b.WriteString(ProbeScript(paths, 0))
-	for i, e := range w.in.Entries {
-		if e.Spec.HealthCmd != "" {
-			fmt.Fprintf(&b, "(cd %s 2>/dev/null; timeout 10 sh -c %s </dev/null >/dev/null 2>&1); printf 'Z\\t%d\\t%%d\\n' $?\n",
-				transport.ShellQuote(e.Spec.SetupPath), transport.ShellQuote(e.Spec.HealthCmd), i)
-		}
-		for j, c := range e.Spec.ConfigMap {
-			if c.Path == "" || c.MD5 == "" {
-				continue
-			}
-			fmt.Fprintf(&b, "printf 'M\\t%d\\t%d\\t%%s\\n' \"$(md5sum < %s 2>/dev/null | cut -c1-32)\"\n", i, j, transport.ShellQuote(c.Path))
-		}
-	}
-	return b.String()
-}
-
 // observe evaluates one poll's output and returns the events it calls for.
 func (w *watcher) observe(out string) []WatchEvent {
-	host, samples, err := ParseProbe(out, len(w.in.Entries))
+	host, samples, err := w.plat.parseProbe(out, len(w.in.Entries))
 	if err != nil {
 		return nil
 	}
@@ -180,7 +157,7 @@ func (w *watcher) observe(out string) []WatchEvent {
 	for i, e := range w.in.Entries {
 		s := samples[i]
 		resident := e.Spec.AutoType == proc.AutoResident
-		alive := proc.Alive(s, e.Spec.ProcName)
+		alive := w.plat.alive(s, e.Spec.ProcName)
 		if resident && !alive {
 			events = append(events, WatchEvent{Index: i, Kind: WatchDead,
 				Detail: fmt.Sprintf("process(%s) is not running (pid file %s)", e.Spec.ProcName, e.Spec.PidPath)})

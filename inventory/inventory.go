@@ -24,6 +24,12 @@ const (
 	TransportWinRM = "winrm"
 )
 
+// WinRM authentication schemes.
+const (
+	AuthBasic = "basic"
+	AuthNTLM  = "ntlm"
+)
+
 // Host is one inventory entry after defaults are applied.
 type Host struct {
 	IP         string `koanf:"ip" json:"ip"`
@@ -39,6 +45,13 @@ type Host struct {
 	Groups      []string          `koanf:"groups" json:"groups,omitempty"`
 	Labels      map[string]string `koanf:"labels" json:"labels,omitempty"`
 	Transport   string            `koanf:"transport" json:"transport,omitempty"`
+	// HTTPS, Insecure, CAFile and Auth are for winrm hosts: https turns
+	// TLS on (default port 5986), verified against CAFile (a PEM bundle;
+	// empty means the system roots) unless Insecure; Auth is basic or ntlm.
+	HTTPS    bool   `koanf:"https" json:"https,omitempty"`
+	Insecure bool   `koanf:"insecure" json:"insecure,omitempty"`
+	CAFile   string `koanf:"ca_file" json:"ca_file,omitempty"`
+	Auth     string `koanf:"auth" json:"auth,omitempty"`
 	// Bastion is filled from the host's cloud area, not set per host.
 	Bastion *Bastion `koanf:"-" json:"bastion,omitempty"`
 }
@@ -132,6 +145,7 @@ func build(fs fileSchema, dir string) (*Inventory, error) {
 	for i, h := range fs.Hosts {
 		h = withDefaults(h, fs.Defaults)
 		h.IdentityFile = abs(h.IdentityFile)
+		h.CAFile = abs(h.CAFile)
 		if err := validate(h); err != nil {
 			return nil, fmt.Errorf("hosts[%d]: %w", i, err)
 		}
@@ -152,7 +166,15 @@ func build(fs fileSchema, dir string) (*Inventory, error) {
 }
 
 func withDefaults(h, d Host) Host {
-	if h.Port == 0 {
+	if h.Transport == "" {
+		h.Transport = d.Transport
+	}
+	if h.Transport == "" {
+		h.Transport = TransportSSH
+	}
+	// The defaults' port is for the defaults' transport: an SSH port 22
+	// never becomes a WinRM host's port.
+	if h.Port == 0 && (d.Transport == h.Transport || d.Transport == "" && h.Transport == TransportSSH) {
 		h.Port = d.Port
 	}
 	if h.User == "" {
@@ -164,17 +186,26 @@ func withDefaults(h, d Host) Host {
 	if h.PasswordEnv == "" {
 		h.PasswordEnv = d.PasswordEnv
 	}
-	if h.Transport == "" {
-		h.Transport = d.Transport
+	h.HTTPS = h.HTTPS || d.HTTPS
+	h.Insecure = h.Insecure || d.Insecure
+	if h.CAFile == "" {
+		h.CAFile = d.CAFile
 	}
-	if h.Transport == "" {
-		h.Transport = TransportSSH
+	if h.Auth == "" {
+		h.Auth = d.Auth
 	}
 	if h.Port == 0 {
-		h.Port = 22
-		if h.Transport == TransportWinRM {
+		switch {
+		case h.Transport != TransportWinRM:
+			h.Port = 22
+		case h.HTTPS:
+			h.Port = 5986
+		default:
 			h.Port = 5985
 		}
+	}
+	if h.Auth == "" && h.Transport == TransportWinRM {
+		h.Auth = AuthBasic
 	}
 	if h.User == "" {
 		h.User = "root"
@@ -207,6 +238,29 @@ func validate(h Host) error {
 	}
 	if h.Transport != TransportSSH && h.Transport != TransportWinRM {
 		return fmt.Errorf("transport %q: must be %q or %q", h.Transport, TransportSSH, TransportWinRM)
+	}
+	if h.Transport != TransportWinRM {
+		for _, f := range []struct {
+			name string
+			set  bool
+		}{{"https", h.HTTPS}, {"insecure", h.Insecure}, {"ca_file", h.CAFile != ""}, {"auth", h.Auth != ""}} {
+			if f.set {
+				return fmt.Errorf("%s: only for transport %q hosts, this one is %q", f.name, TransportWinRM, h.Transport)
+			}
+		}
+		return nil
+	}
+	if h.Auth != AuthBasic && h.Auth != AuthNTLM {
+		return fmt.Errorf("auth %q: must be %q or %q", h.Auth, AuthBasic, AuthNTLM)
+	}
+	if h.PasswordEnv == "" {
+		return fmt.Errorf("password_env: required for transport %q (WinRM logs in with a password)", TransportWinRM)
+	}
+	if !h.HTTPS && (h.Insecure || h.CAFile != "") {
+		return fmt.Errorf("insecure/ca_file: only with https: true")
+	}
+	if h.Insecure && h.CAFile != "" {
+		return fmt.Errorf("insecure: cannot be combined with ca_file %s (insecure skips the verification ca_file is for)", h.CAFile)
 	}
 	return nil
 }

@@ -109,3 +109,46 @@ func TestLoadRejects(t *testing.T) {
 		}
 	}
 }
+
+func TestWinRMHostDefaultsAndRefusals(t *testing.T) {
+	inv, dir, err := load(t, `defaults: {user: root, port: 22, password_env: PW}
+hosts:
+  - {ip: 10.0.1.1, transport: winrm, user: Administrator}
+  - {ip: 10.0.1.2, transport: winrm, https: true, ca_file: ca.pem, auth: ntlm}
+  - {ip: 10.0.1.3, transport: winrm, https: true, insecure: true, port: 15986}
+  - {ip: 10.0.1.4}
+`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, _ := inv.Lookup(proc.HostID{IP: "10.0.1.1"})
+	// The defaults' port 22 is the SSH port: a WinRM host gets 5985.
+	if h.Port != 5985 || h.HTTPS || h.Auth != AuthBasic || h.User != "Administrator" || h.PasswordEnv != "PW" {
+		t.Fatalf("http winrm host: %+v", h)
+	}
+	h, _ = inv.Lookup(proc.HostID{IP: "10.0.1.2"})
+	if h.Port != 5986 || !h.HTTPS || h.Insecure || h.CAFile != filepath.Join(dir, "ca.pem") || h.Auth != AuthNTLM {
+		t.Fatalf("https winrm host: %+v", h)
+	}
+	if h, _ := inv.Lookup(proc.HostID{IP: "10.0.1.3"}); h.Port != 15986 || !h.Insecure {
+		t.Fatalf("explicit port and insecure: %+v", h)
+	}
+	if h, _ := inv.Lookup(proc.HostID{IP: "10.0.1.4"}); h.Port != 22 || h.Transport != TransportSSH || h.Auth != "" {
+		t.Fatalf("ssh host next to winrm hosts: %+v", h)
+	}
+
+	for _, c := range []struct{ host, want string }{
+		{`{ip: 10.0.1.1, transport: winrm}`, "hosts[0]: password_env: required"},
+		{`{ip: 10.0.1.1, transport: winrm, password_env: PW, auth: kerberos}`, `hosts[0]: auth "kerberos": must be "basic" or "ntlm"`},
+		{`{ip: 10.0.1.1, transport: winrm, password_env: PW, insecure: true}`, "hosts[0]: insecure/ca_file: only with https"},
+		{`{ip: 10.0.1.1, transport: winrm, password_env: PW, https: true, insecure: true, ca_file: ca.pem}`, "hosts[0]: insecure: cannot be combined with ca_file"},
+		{`{ip: 10.0.1.1, https: true}`, `hosts[0]: https: only for transport "winrm" hosts`},
+		{`{ip: 10.0.1.1, ca_file: ca.pem}`, `hosts[0]: ca_file: only for transport "winrm" hosts`},
+		{`{ip: 10.0.1.1, transport: rdp}`, `hosts[0]: transport "rdp": must be "ssh" or "winrm"`},
+	} {
+		_, _, err := load(t, "hosts:\n  - "+c.host+"\n")
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: got %v, want %q", c.host, err, c.want)
+		}
+	}
+}

@@ -17,7 +17,7 @@ const (
 	CodeCommandFailed  Code = 65535 // a control command failed
 
 	CodeAuthFailed    Code = 9101 // SSH/WinRM authentication refused
-	CodeHostKey       Code = 9102 // host key unknown or changed
+	CodeHostKey       Code = 9102 // host key unknown or changed; WinRM TLS certificate not verified
 	CodeSudoRefused   Code = 9103 // sudo to the account refused
 	CodeUnknownHost   Code = 9104 // host is not in the inventory
 	CodeTimeout       Code = 9105 // connected, but the op exceeded op_timeout

@@ -130,3 +130,19 @@ func ElapsedSeconds(s Sample, h HostInfo) int64 {
 	}
 	return h.Now - start
 }
+
+// AliveWindows is Alive for a Windows host: the pid from the pid file is a
+// live process whose executable (ExecutablePath) or process name is
+// procName, compared without ".exe" and ignoring case, as Windows does. A
+// pid reused by another program is not alive.
+func AliveWindows(s Sample, procName string) bool {
+	if !s.PidFileFound || s.Pid <= 0 || !s.Exists || procName == "" {
+		return false
+	}
+	base := func(p string) string {
+		p = p[strings.LastIndexAny(p, `\/`)+1:]
+		return strings.TrimSuffix(strings.ToLower(p), ".exe")
+	}
+	want := base(procName)
+	return (s.Exe != "" && base(s.Exe) == want) || (s.Argv0 != "" && base(s.Argv0) == want)
+}

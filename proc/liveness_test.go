@@ -74,3 +74,25 @@ func TestBuildStatusNotRunning(t *testing.T) {
 		t.Fatalf("unexpected status content %+v", c)
 	}
 }
+
+func TestAliveWindows(t *testing.T) {
+	live := Sample{PidFileFound: true, Pid: 4012, Exists: true, Exe: `C:\Program Files\App\Svc.EXE`, Argv0: "Svc"}
+	for _, c := range []struct {
+		s    Sample
+		name string
+		want bool
+	}{
+		{live, "svc", true},
+		{live, "svc.exe", true},
+		{live, "SVC", true},
+		{live, "other", false},
+		{Sample{PidFileFound: true, Pid: 4012, Exists: true, Argv0: "svc"}, "svc.exe", true},
+		{Sample{PidFileFound: true, Pid: 4012, Exists: false, Exe: `C:\a\svc.exe`}, "svc", false},
+		{Sample{PidFileFound: false, Pid: 4012, Exists: true, Exe: `C:\a\svc.exe`}, "svc", false},
+		{Sample{PidFileFound: true, Pid: 4012, Exists: true, Exe: `C:\a\notepad.exe`, Argv0: "notepad"}, "svc", false},
+	} {
+		if got := AliveWindows(c.s, c.name); got != c.want {
+			t.Errorf("AliveWindows(%+v, %q) = %v, want %v", c.s, c.name, got, c.want)
+		}
+	}
+}

@@ -227,6 +227,9 @@ func (s *SSH) Run(ctx context.Context, host inventory.Host, cmd Command) (Result
 	if host.Transport != "" && host.Transport != inventory.TransportSSH {
 		return Result{}, &Error{Kind: KindUnsupported, Host: addr, Err: fmt.Errorf("transport %q is not ssh", host.Transport)}
 	}
+	if sh := shellOf(cmd); sh != ShellSh {
+		return Result{}, &Error{Kind: KindUnsupported, Host: addr, Err: fmt.Errorf("ssh hosts run sh scripts, not %s", sh)}
+	}
 	if cmd.Timeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, cmd.Timeout)

@@ -11,10 +11,23 @@ import (
 	"github.com/drover-sh/drover/inventory"
 )
 
+// Shell names the language of a Command's Script. Each transport runs
+// only its own: SSH hosts run sh, WinRM hosts run bat and ps1.
+type Shell string
+
+const (
+	ShellSh         Shell = "sh"  // POSIX sh, run as `sh -c`; the zero Shell means this
+	ShellCmd        Shell = "bat" // one cmd.exe command line, run as `cmd /c`
+	ShellPowerShell Shell = "ps1" // Windows PowerShell source, passed as -EncodedCommand
+)
+
 // Command is one script to run on a host.
 type Command struct {
-	// Script is POSIX sh source, run as `sh -c` (never a login shell).
+	// Script is source in Shell's language: POSIX sh (never a login
+	// shell), one cmd.exe line, or PowerShell.
 	Script string
+	// Shell is the Script's language; empty means ShellSh.
+	Shell Shell
 	// Account is the OS account to run as; empty or equal to the login user
 	// means no sudo.
 	Account string
@@ -31,6 +44,14 @@ type Result struct {
 	ExitCode int
 }
 
+// shellOf is cmd's Shell with the zero value resolved.
+func shellOf(cmd Command) Shell {
+	if cmd.Shell == "" {
+		return ShellSh
+	}
+	return cmd.Shell
+}
+
 // Runner runs commands on inventory hosts.
 type Runner interface {
 	Run(ctx context.Context, host inventory.Host, cmd Command) (Result, error)
@@ -42,7 +63,7 @@ type Kind int
 const (
 	KindUnreachable Kind = iota + 1 // dial, handshake or connection lost
 	KindAuth                        // credentials refused or unavailable
-	KindHostKey                     // host key unknown or changed
+	KindHostKey                     // host key or TLS certificate not verified
 	KindSudo                        // sudo to the account refused
 	KindTimeout                     // the command ran past its timeout
 	KindUnsupported                 // the host's transport cannot run this
@@ -83,4 +104,24 @@ func KindOf(err error) Kind {
 		return te.Kind
 	}
 	return 0
+}
+
+// Multi runs each command over the transport its host's inventory entry
+// names, so nothing above this package knows which protocol a host speaks.
+type Multi struct {
+	SSH   Runner
+	WinRM Runner
+}
+
+var _ Runner = Multi{}
+
+func (m Multi) Run(ctx context.Context, host inventory.Host, cmd Command) (Result, error) {
+	r := m.SSH
+	if host.Transport == inventory.TransportWinRM {
+		r = m.WinRM
+	}
+	if r == nil {
+		return Result{}, &Error{Kind: KindUnsupported, Host: host.DialAddress(), Err: fmt.Errorf("no %s transport configured", host.Transport)}
+	}
+	return r.Run(ctx, host, cmd)
 }

@@ -39,10 +39,12 @@ func dialWithMetrics(cfg config.Config, logger *slog.Logger, handler client.Metr
 	return c, nil
 }
 
-// Worker is a running drover worker: its client, SSH pool and Temporal worker.
+// Worker is a running drover worker: its client, SSH pool, WinRM runner
+// and Temporal worker.
 type Worker struct {
 	Client  client.Client
 	SSH     *transport.SSH
+	WinRM   *transport.WinRM
 	Metrics *metrics.Metrics
 	// MetricsAddr is where /metrics is served; empty when it is not.
 	MetricsAddr string
@@ -69,10 +71,11 @@ func StartWorker(cfg config.Config, logger *slog.Logger) (*Worker, error) {
 		return nil, err
 	}
 	w := worker.New(c, cfg.TaskQueue, worker.Options{MaxConcurrentActivityExecutionSize: cfg.MaxConcurrentActivities})
-	acts := &activities.Activities{Inventory: inv, Runner: m.Track(ssh)}
+	winrm := transport.NewWinRM(transport.WinRMOptions{})
+	acts := &activities.Activities{Inventory: inv, Runner: m.Track(transport.Multi{SSH: ssh, WinRM: winrm})}
 	workflows.Register(w, acts, &workflows.Dispatcher{Client: c, TaskQueue: cfg.TaskQueue, Inventory: inv, Acts: acts,
 		Supervision: workflows.Supervision{Interval: cfg.SuperviseInterval, LimitPolls: cfg.LimitPolls}})
-	wk := &Worker{Client: c, SSH: ssh, Metrics: m, w: w, stopMetrics: func() {}}
+	wk := &Worker{Client: c, SSH: ssh, WinRM: winrm, Metrics: m, w: w, stopMetrics: func() {}}
 	if cfg.MetricsListen != "" {
 		ln, err := net.Listen("tcp", cfg.MetricsListen)
 		if err != nil {
@@ -103,6 +106,7 @@ func (w *Worker) Stop() {
 		w.w.Stop()
 		w.stopMetrics()
 		_ = w.SSH.Close()
+		_ = w.WinRM.Close()
 		w.Client.Close()
 		_ = w.Metrics.Close()
 	})

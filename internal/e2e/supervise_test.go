@@ -48,9 +48,14 @@ func waitFor(t *testing.T, limit time.Duration, what string, cond func() bool) t
 // events returns the host workflow's supervision events.
 func (e *env) events(t *testing.T, h *testbed.Host) []workflows.Event {
 	t.Helper()
+	return e.hostEvents(t, proc.HostID{IP: h.IP})
+}
+
+func (e *env) hostEvents(t *testing.T, id proc.HostID) []workflows.Event {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	v, err := e.client.QueryWorkflow(ctx, workflows.HostWorkflowID(proc.HostID{IP: h.IP}), "", workflows.EventsQuery)
+	v, err := e.client.QueryWorkflow(ctx, workflows.HostWorkflowID(id), "", workflows.EventsQuery)
 	if err != nil {
 		t.Fatalf("events query: %v", err)
 	}

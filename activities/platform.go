@@ -1,0 +1,117 @@
+package activities
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/drover-sh/drover/inventory"
+	"github.com/drover-sh/drover/policies"
+	"github.com/drover-sh/drover/proc"
+	"github.com/drover-sh/drover/transport"
+)
+
+// platform is what differs between the operating systems drover manages:
+// the language of its scripts, how a probe reads the host, and the
+// job-platform's default commands. The host's transport picks it, so an
+// op's logic is the same on Linux and Windows.
+type platform interface {
+	// shell is the language of every script the platform builds.
+	shell() transport.Shell
+	// fits reports why a spec cannot run on this platform, or "".
+	fits(spec proc.Spec) string
+	// account is the Command.Account for the spec's account.
+	account(spec proc.Spec) string
+	// ranAs reports whether the user a probe ran as is the spec's account.
+	ranAs(user string, spec proc.Spec) bool
+	// statusScript probes spec's pid file; window > 0 measures current
+	// cpu, extras adds version_cmd and health_cmd.
+	statusScript(spec proc.Spec, window time.Duration, extras bool) string
+	// watchScript is one supervision poll of every entry.
+	watchScript(entries []WatchEntry) string
+	parseProbe(out string, n int) (proc.HostInfo, []proc.Sample, error)
+	alive(s proc.Sample, procName string) bool
+	controlScript(spec proc.Spec, cmd string) string
+	// signalScript stops the probed incarnation: sig is TERM or KILL; with
+	// wait > 0 a TERM is followed by KILL after wait.
+	signalScript(pid int, startTicks uint64, sig string, wait time.Duration) string
+	defaultCommand(verb string, spec proc.Spec) string
+}
+
+func platformFor(h inventory.Host) platform {
+	if h.Transport == inventory.TransportWinRM {
+		return windowsPlatform{login: h.User}
+	}
+	return linuxPlatform{}
+}
+
+// linuxPlatform is POSIX sh reading /proc, over SSH.
+type linuxPlatform struct{}
+
+func (linuxPlatform) shell() transport.Shell { return transport.ShellSh }
+
+func (linuxPlatform) fits(spec proc.Spec) string {
+	if spec.ShellExt != proc.ShellSh {
+		return fmt.Sprintf("cmd_shell_ext %q needs a Windows (winrm) host", spec.ShellExt)
+	}
+	return ""
+}
+
+func (linuxPlatform) account(spec proc.Spec) string       { return spec.Account }
+func (linuxPlatform) ranAs(u string, spec proc.Spec) bool { return u == spec.Account }
+
+func (linuxPlatform) statusScript(spec proc.Spec, window time.Duration, extras bool) string {
+	script := ProbeScript([]string{spec.PidPath}, window)
+	if extras {
+		script += extrasScript(spec)
+	}
+	return script
+}
+
+// watchScript is the one exec of a poll: every pid file, every health_cmd,
+// and the md5 of every watched config file.
+func (linuxPlatform) watchScript(entries []WatchEntry) string {
+	paths := make([]string, len(entries))
+	for i, e := range entries {
+		paths[i] = e.Spec.PidPath
+	}
+	var b strings.Builder
+	b.WriteString(ProbeScript(paths, 0))
+	for i, e := range entries {
+		if e.Spec.HealthCmd != "" {
+			fmt.Fprintf(&b, "(cd %s 2>/dev/null; timeout 10 sh -c %s </dev/null >/dev/null 2>&1); printf 'Z\\t%d\\t%%d\\n' $?\n",
+				transport.ShellQuote(e.Spec.SetupPath), transport.ShellQuote(e.Spec.HealthCmd), i)
+		}
+		for j, c := range e.Spec.ConfigMap {
+			if c.Path == "" || c.MD5 == "" {
+				continue
+			}
+			fmt.Fprintf(&b, "printf 'M\\t%d\\t%d\\t%%s\\n' \"$(md5sum < %s 2>/dev/null | cut -c1-32)\"\n", i, j, transport.ShellQuote(c.Path))
+		}
+	}
+	return b.String()
+}
+
+func (linuxPlatform) parseProbe(out string, n int) (proc.HostInfo, []proc.Sample, error) {
+	return ParseProbe(out, n)
+}
+
+func (linuxPlatform) alive(s proc.Sample, name string) bool { return proc.Alive(s, name) }
+
+func (linuxPlatform) controlScript(spec proc.Spec, cmd string) string {
+	return controlScript(spec.SetupPath, cmd, spec.OpTimeout)
+}
+
+func (linuxPlatform) signalScript(pid int, startTicks uint64, sig string, wait time.Duration) string {
+	return signalScript(pid, startTicks, sig, wait)
+}
+
+func (linuxPlatform) defaultCommand(verb string, spec proc.Spec) string {
+	return defaultCommand(verb, spec)
+}
+
+// accountIsLogin reports whether a Windows spec's account means "the
+// WinRM login": none given, or GSE's default root, which Windows lacks.
+func accountIsLogin(spec proc.Spec) bool {
+	return spec.Account == "" || spec.Account == policies.DefaultAccount
+}
