@@ -105,12 +105,17 @@ func TestProbeMeasuresCurrentCPU(t *testing.T) {
 	t.Cleanup(func() { _ = burn.Process.Signal(syscall.SIGKILL); _ = burn.Wait() })
 	pidFile := filepath.Join(dir, "burn.pid")
 	must(t, os.WriteFile(pidFile, []byte(strconv.Itoa(burn.Process.Pid)), 0o644))
-	_, samples, err := ParseProbe(runLocal(t, ProbeScript([]string{pidFile}, 300*time.Millisecond)), 1)
-	if err != nil {
-		t.Fatal(err)
-	}
 	// A busy loop uses one whole core: about 100/ncpu percent of the host.
-	got := proc.CPUPercent(samples[0])
+	// A machine busy with other work lends it less, so the best of a few
+	// windows counts.
+	var got float64
+	for try := 0; try < 5 && got < 10; try++ {
+		_, samples, err := ParseProbe(runLocal(t, ProbeScript([]string{pidFile}, 300*time.Millisecond)), 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = max(got, proc.CPUPercent(samples[0]))
+	}
 	if got < 10 {
 		t.Fatalf("cpu%% of a busy loop = %.1f, want a large share of the host", got)
 	}
