@@ -255,6 +255,8 @@ func TestSupervisionNeverUndoesAStop(t *testing.T) {
 	if p := hostPid(t, h, "/data/app/svc.pid"); hostAlive(h, p) {
 		t.Fatalf("supervision brought back a stopped process (pid %d)", p)
 	}
+	chaosCount(t, "faults", 1)
+	chaosCount(t, "ops", 2)
 	// Operators racing each other: TestChaosRacingOperators.
 }
 
@@ -342,6 +344,8 @@ func TestSupervisionSurvivesWorkerAndServerRestarts(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor(t, 60*time.Second, "restart after a server restart", liveNewPid(t, h, pid))
+	chaosCount(t, "faults", 4) // a worker stop, a server restart, two kill -9
+	chaosCount(t, "ops", 3)    // the start and supervision's two restarts
 	if os.Getenv("DROVER_KEEP") == "" {
 		e.worker.Stop()
 	}
