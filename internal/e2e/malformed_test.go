@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -231,23 +230,13 @@ func TestMalformedRequestsStartNothing(t *testing.T) {
 			t.Fatal(err)
 		}
 		// Over the CLI.
-		cmd := exec.Command(starter, append([]string{"api", m.api, "-f", file}, base...)...)
-		var stdout, stderr strings.Builder
-		cmd.Stdout, cmd.Stderr = &stdout, &stderr
-		code := 0
-		if err := cmd.Run(); err != nil {
-			var ee *exec.ExitError
-			if !errors.As(err, &ee) {
-				t.Fatal(err)
-			}
-			code = ee.ExitCode()
-		}
+		stdout, stderr, code := runBinary(t, starter, append([]string{"api", m.api, "-f", file}, base...)...)
 		var r gseapi.Response
-		jerr := json.Unmarshal([]byte(stdout.String()), &r)
+		jerr := json.Unmarshal([]byte(stdout), &r)
 		if code != cli.ExitBadRequest || jerr != nil || r.Result || r.Code != gseapi.CodeBadRequest ||
-			!strings.Contains(r.Message, "field "+m.field) || !strings.Contains(stderr.String(), "field "+m.field) {
+			!strings.Contains(r.Message, "field "+m.field) || !strings.Contains(stderr, "field "+m.field) {
 			t.Errorf("CLI %s (%s): exit %d, want %d naming field %s\nstdout: %.300s\nstderr: %.300s",
-				m.name, m.api, code, cli.ExitBadRequest, m.field, stdout.String(), stderr.String())
+				m.name, m.api, code, cli.ExitBadRequest, m.field, stdout, stderr)
 		}
 		// Over HTTP, authenticated by header so the body's own fields
 		// cannot get in the way.
