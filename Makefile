@@ -6,7 +6,7 @@ BIN := $(CURDIR)/bin
 GOFLAGS_TEST ?=
 TEST_TIMEOUT ?= 20m
 # Time each fuzz target gets: in make test (CI), and in make chaos.
-FUZZTIME ?= 8s
+FUZZTIME ?= 5s
 CHAOS_FUZZTIME ?= 30s
 
 .PHONY: all build deps demo test test-unit test-scale chaos fuzz lint fmt vet staticcheck clean
