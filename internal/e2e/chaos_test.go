@@ -485,6 +485,32 @@ func (e *env) signalOrder(t *testing.T, host string) []string {
 	return ids
 }
 
+// instances counts the running instances of the app on h: processes in
+// the host's own mount namespace (the pid namespace is the machine's, with
+// other tests' apps in it) running ./svc whose parent does not (an
+// instance's own fork, before it execs sleep, carries the same command line
+// for a moment).
+func instances(t *testing.T, h *testbed.Host) int {
+	t.Helper()
+	out, err := h.Exec(`pids=" "; me=$(readlink /proc/self/ns/mnt)
+for p in /proc/[0-9]*; do
+  [ "$(readlink $p/ns/mnt 2>/dev/null)" = "$me" ] || continue
+  tr '\0' ' ' < $p/cmdline 2>/dev/null | grep -q '^/bin/sh ./svc' && pids="$pids${p#/proc/} "
+done
+n=0
+for p in $pids; do
+  s=$(cat /proc/$p/stat 2>/dev/null) || continue
+  set -- ${s##*) }
+  case "$pids" in *" $2 "*) ;; *) n=$((n+1)) ;; esac
+done
+echo $n`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, _ := strconv.Atoi(strings.TrimSpace(out))
+	return n
+}
+
 // TestChaosRacingOperators has two operators send a restart and a stop for
 // the same process at the same moment, round after round: the end state is
 // what the op the host accepted last says, and supervision never brings
@@ -547,10 +573,10 @@ func TestChaosRacingOperators(t *testing.T) {
 		case last == proc.OpType(-1):
 			t.Fatalf("round %d: the host accepted neither op: %v", round, order)
 		}
-		running, _ := id.host.Exec(`n=0; for p in /proc/[0-9]*; do tr '\0' ' ' < $p/cmdline 2>/dev/null | grep -q '^/bin/sh ./svc' && n=$((n+1)); done; echo $n`)
-		if k, _ := strconv.Atoi(strings.TrimSpace(running)); k > 1 {
+		if k := instances(t, id.host); k > 1 {
 			chaosCount(t, "double_starts", k-1)
-			t.Fatalf("round %d: %d instances run at once", round, k)
+			ps, _ := id.host.Exec(`me=$(readlink /proc/self/ns/mnt); for p in /proc/[0-9]*; do [ "$(readlink $p/ns/mnt 2>/dev/null)" = "$me" ] && echo "$(cut -d' ' -f1-4 $p/stat 2>/dev/null) $(tr '\0' ' ' < $p/cmdline 2>/dev/null)"; done`)
+			t.Fatalf("round %d: %d instances run at once:\n%s", round, k, ps)
 		}
 	}
 	chaosCount(t, "double_starts", 0)
