@@ -5,8 +5,11 @@ TEMPORAL_CLI_VERSION := v1.5.1
 BIN := $(CURDIR)/bin
 GOFLAGS_TEST ?=
 TEST_TIMEOUT ?= 20m
+# Time each fuzz target gets: in make test (CI), and in make chaos.
+FUZZTIME ?= 5s
+CHAOS_FUZZTIME ?= 30s
 
-.PHONY: all build deps demo test test-unit test-scale lint fmt vet staticcheck clean
+.PHONY: all build deps demo test test-unit test-scale chaos fuzz lint fmt vet staticcheck clean
 
 all: build
 
@@ -42,10 +45,21 @@ FORCE:
 demo: deps build
 	$(GO) run ./internal/testbed/cmd/demo --bin $(BIN) $(if $(DEMO_ONCE),--once,)
 
-## test: unit and end-to-end tests against real sshd hosts and a real dev server
+## test: unit and end-to-end tests against real sshd hosts and a real dev server,
+## the fault tests reduced, and every fuzz target for $(FUZZTIME)
 test: deps bin/temporal
 	$(GO) vet ./...
 	$(GO) test -race -timeout $(TEST_TIMEOUT) $(GOFLAGS_TEST) ./...
+	GO=$(GO) .ci/fuzz $(FUZZTIME)
+
+## fuzz: every fuzz target for $(FUZZTIME) each
+fuzz:
+	GO=$(GO) .ci/fuzz $(FUZZTIME)
+
+## chaos: the fault tests at full size, malformed requests, every fuzz target
+## for $(CHAOS_FUZZTIME), and the summary table (about 15 minutes)
+chaos: deps bin/temporal
+	GO=$(GO) CHAOS_FUZZTIME=$(CHAOS_FUZZTIME) .ci/chaos
 
 test-unit:
 	$(GO) test -short ./...

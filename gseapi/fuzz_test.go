@@ -29,39 +29,44 @@ func FuzzDecodeTask(f *testing.F) {
 			f.Add(api, body)
 		}
 	}
-	f.Fuzz(func(t *testing.T, api string, body []byte) {
-		task, err := DecodeTask(api, body)
-		if err != nil {
-			var fe *FieldError
-			if !errors.As(err, &fe) || fe.Field == "" || fe.Rule == "" {
-				t.Fatalf("error is not a complete FieldError: %#v", err)
-			}
-			if task != nil {
-				t.Fatal("task with an error")
-			}
-			return
+	f.Fuzz(checkTask)
+}
+
+// checkTask decodes body as api and checks what any answer must satisfy:
+// an error is a complete FieldError and no task; a task names hosts, keeps
+// its API and op, and holds only valid, distinct items.
+func checkTask(t *testing.T, api string, body []byte) {
+	task, err := DecodeTask(api, body)
+	if err != nil {
+		var fe *FieldError
+		if !errors.As(err, &fe) || fe.Field == "" || fe.Rule == "" {
+			t.Fatalf("error is not a complete FieldError: %#v", err)
 		}
-		if len(task.Items) == 0 {
-			t.Fatal("accepted with no items")
+		if task != nil {
+			t.Fatal("task with an error")
 		}
-		if task.API != api {
-			t.Fatalf("API %q for %q", task.API, api)
+		return
+	}
+	if len(task.Items) == 0 {
+		t.Fatal("accepted with no items")
+	}
+	if task.API != api {
+		t.Fatalf("API %q for %q", task.API, api)
+	}
+	if api != APIManageProc && task.Manage {
+		t.Fatal("Manage outside manage_proc")
+	}
+	if task.Op.IsSpecOp() != (Synchronous(api) || api == APIManageProc && task.Op.IsSpecOp()) {
+		t.Fatalf("op %v for %s", task.Op, api)
+	}
+	seen := map[string]bool{}
+	for _, it := range task.Items {
+		checkItem(t, api, it)
+		if seen[it.Key()] {
+			t.Fatalf("duplicate key %s", it.Key())
 		}
-		if api != APIManageProc && task.Manage {
-			t.Fatal("Manage outside manage_proc")
-		}
-		if task.Op.IsSpecOp() != (Synchronous(api) || api == APIManageProc && task.Op.IsSpecOp()) {
-			t.Fatalf("op %v for %s", task.Op, api)
-		}
-		seen := map[string]bool{}
-		for _, it := range task.Items {
-			checkItem(t, api, it)
-			if seen[it.Key()] {
-				t.Fatalf("duplicate key %s", it.Key())
-			}
-			seen[it.Key()] = true
-		}
-	})
+		seen[it.Key()] = true
+	}
 }
 
 func checkItem(t *testing.T, api string, it proc.Item) {

@@ -34,18 +34,7 @@ func (e *env) callSeed(t *testing.T, api, body string, args ...string) (map[stri
 	}
 	full := append([]string{"api", api, "-f", f}, args...)
 	full = append(full, "--temporal-address", e.cfg.TemporalAddress, "--task-queue", e.cfg.TaskQueue, "--inventory", e.cfg.Inventory)
-	cmd := exec.Command(buildBinary(t, "starter"), full...)
-	var stdout, stderr strings.Builder
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	code := 0
-	if err := cmd.Run(); err != nil {
-		var ee *exec.ExitError
-		if !errors.As(err, &ee) {
-			t.Fatal(err)
-		}
-		code = ee.ExitCode()
-	}
-	out, errOut := stdout.String(), stderr.String()
+	out, errOut, code := runBinary(t, buildBinary(t, "starter"), full...)
 	var resp map[string]any
 	if err := json.Unmarshal([]byte(out), &resp); err != nil {
 		t.Fatalf("%s: response is not JSON: %v\n%s%s", api, err, out, errOut)
@@ -56,6 +45,23 @@ func (e *env) callSeed(t *testing.T, api, body string, args ...string) (map[stri
 		}
 	}
 	return resp, code
+}
+
+// runBinary runs a built binary and returns its stdout, stderr and exit code.
+func runBinary(t *testing.T, bin string, args ...string) (string, string, int) {
+	t.Helper()
+	cmd := exec.Command(bin, args...)
+	var stdout, stderr strings.Builder
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	code := 0
+	if err := cmd.Run(); err != nil {
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) {
+			t.Fatal(err)
+		}
+		code = ee.ExitCode()
+	}
+	return stdout.String(), stderr.String(), code
 }
 
 // hostEntry returns data[key] of a keyed response, checking its documented fields.

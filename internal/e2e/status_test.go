@@ -112,6 +112,8 @@ func TestStatusFailuresStayPerHost(t *testing.T) {
 	if took > policies.DefaultOpTimeout {
 		t.Fatalf("the batch took %s, longer than the op timeout %s", took, policies.DefaultOpTimeout)
 	}
+	chaosCount(t, "faults", 2) // a stopped and a hung sshd
+	chaosCount(t, "ops", 1)
 }
 
 func TestStatusRefusesChangedHostKey(t *testing.T) {

@@ -276,24 +276,9 @@ func TestSupervisionNeverUndoesAStop(t *testing.T) {
 	if p := hostPid(t, h, "/data/app/svc.pid"); hostAlive(h, p) {
 		t.Fatalf("supervision brought back a stopped process (pid %d)", p)
 	}
-	// Restart and stop racing from two operators: the last accepted wins.
-	done := make(chan proc.HostResult, 1)
-	go func() { done <- e.op(proc.OpRestart, it) }()
-	time.Sleep(50 * time.Millisecond)
-	stop := e.op(proc.OpStop, it)
-	restart := <-done
-	time.Sleep(3 * time.Second)
-	alive := hostAlive(h, hostPid(t, h, "/data/app/svc.pid"))
-	t.Logf("restart %d, stop %d, alive %v", restart.Code, stop.Code, alive)
-	if stop.Code == proc.CodeSuccess && alive {
-		// The stop was accepted after the restart (ops on a host are serial).
-		t.Fatal("a stop accepted after the restart left the process running")
-	}
-	// Never two instances: every start went through the host's one queue.
-	running, _ := h.Exec(`n=0; for p in /proc/[0-9]*; do tr '\0' ' ' < $p/cmdline 2>/dev/null | grep -q '^/bin/sh ./svc' && n=$((n+1)); done; echo $n`)
-	if n, _ := strconv.Atoi(strings.TrimSpace(running)); n > 1 {
-		t.Fatalf("%d instances of the service run at once: a double start", n)
-	}
+	chaosCount(t, "faults", 1)
+	chaosCount(t, "ops", 2)
+	// Operators racing each other: TestChaosRacingOperators.
 }
 
 func TestPeriodicAndOneShot(t *testing.T) {
@@ -380,6 +365,8 @@ func TestSupervisionSurvivesWorkerAndServerRestarts(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor(t, 60*time.Second, "restart after a server restart", liveNewPid(t, h, pid))
+	chaosCount(t, "faults", 4) // a worker stop, a server restart, two kill -9
+	chaosCount(t, "ops", 3)    // the start and supervision's two restarts
 	if os.Getenv("DROVER_KEEP") == "" {
 		e.worker.Stop()
 	}

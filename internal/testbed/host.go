@@ -308,6 +308,24 @@ func (h *Host) Resume() error {
 	return nil
 }
 
+// DropConnections kills sshd's per-connection processes, and so every open
+// session and pooled connection, while the listener stays up, as a network
+// blip or an sshd restart does to clients. It returns how many it killed.
+func (h *Host) DropConnections() (int, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.cmd == nil {
+		return 0, fmt.Errorf("host %s: not running", h.IP)
+	}
+	n := 0
+	for _, p := range scanProcs(false) {
+		if p.ppid == h.pid && syscall.Kill(p.pid, syscall.SIGKILL) == nil {
+			n++
+		}
+	}
+	return n, nil
+}
+
 // RotateHostKey gives the host a new host key and restarts sshd (SIGHUP
 // re-execs it in place, keeping the pid, the mount namespace and processes
 // on the host). known_hosts is deliberately left alone, so clients see a
