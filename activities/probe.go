@@ -109,14 +109,10 @@ func ParseProbe(out string, n int) (proc.HostInfo, []proc.Sample, error) {
 			}
 			sawHost = true
 		case "P", "X", "C", "Q":
-			if len(f) < 2 {
+			i, s := sampleFor(f, 2, samples)
+			if s == nil {
 				continue
 			}
-			i := atoi(f[1])
-			if i < 0 || i >= n {
-				continue
-			}
-			s := &samples[i]
 			switch f[0] {
 			case "P":
 				if len(f) < 5 {
@@ -175,6 +171,20 @@ func ParseProbe(out string, n int) (proc.HostInfo, []proc.Sample, error) {
 		}
 	}
 	return host, samples, nil
+}
+
+// sampleFor is the sample a per-pid-file line (P, X, C, Q) is about: its
+// index is the second field. Nil for a line shorter than minFields or with
+// an index out of range.
+func sampleFor(f []string, minFields int, samples []proc.Sample) (int, *proc.Sample) {
+	if len(f) < minFields {
+		return 0, nil
+	}
+	i := atoi(f[1])
+	if i < 0 || i >= len(samples) {
+		return 0, nil
+	}
+	return i, &samples[i]
 }
 
 // parseStat reads /proc/PID/stat after the ") " that ends the comm field;

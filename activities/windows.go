@@ -281,14 +281,10 @@ func parseWindowsProbe(out string, n int) (proc.HostInfo, []proc.Sample, error) 
 			host.Ticks = uint64(now-boot) * uint64(max(host.CPUs, 1))
 			sawHost = true
 		case "P", "X", "C", "Q":
-			if len(f) < 3 {
+			i, s := sampleFor(f, 3, samples)
+			if s == nil {
 				continue
 			}
-			i := atoi(f[1])
-			if i < 0 || i >= n {
-				continue
-			}
-			s := &samples[i]
 			switch f[0] {
 			case "P":
 				if len(f) < 5 {

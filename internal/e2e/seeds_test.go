@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/drover-sh/drover/internal/cli"
+	"github.com/drover-sh/drover/internal/testbed"
 	"github.com/drover-sh/drover/proc"
 )
 
@@ -83,17 +84,25 @@ func hostEntry(t *testing.T, resp map[string]any, key string) hostResultEntry {
 	return r
 }
 
-func TestSeedExamplesEndToEnd(t *testing.T) {
+// newSeedEnv is one sshd host as two identities, cloud 1 supplier 2 for
+// seeds 000 and 004 and cloud 0 for 001-003, with the seeds' app installed
+// and a worker running.
+func newSeedEnv(t *testing.T) (*env, *testbed.Host) {
+	t.Helper()
 	e := newEnv(t, 1)
 	h := e.bed.Hosts[0]
-	ip := h.IP
-	// Two identities on one sshd: cloud 1 for seeds 000/004, cloud 0 for 001-003.
 	e.writeInventory([]map[string]any{
-		{"ip": ip, "bk_cloud_id": 0, "bk_supplier_id": 0},
-		{"ip": ip, "bk_cloud_id": 1, "bk_supplier_id": 2, "address": ip},
+		{"ip": h.IP, "bk_cloud_id": 0, "bk_supplier_id": 0},
+		{"ip": h.IP, "bk_cloud_id": 1, "bk_supplier_id": 2, "address": h.IP},
 	}, nil)
 	installNamedApp(t, h, "gsetest", "proc-test")
 	e.startWorker()
+	return e, h
+}
+
+func TestSeedExamplesEndToEnd(t *testing.T) {
+	e, h := newSeedEnv(t)
+	ip := h.IP
 	at := func(s string) []string { return []string{"10.0.0.1", ip} }
 	key := "1:2:" + ip + ":gse:proc-test"
 

@@ -24,15 +24,8 @@ import (
 // answers have one shape, and that it holds every field the seeds and the
 // reference document, with the documented JSON types.
 func TestEveryAPIOverCLIAndHTTP(t *testing.T) {
-	e := newEnv(t, 1)
-	h := e.bed.Hosts[0]
+	e, h := newSeedEnv(t)
 	ip := h.IP
-	e.writeInventory([]map[string]any{
-		{"ip": ip, "bk_cloud_id": 0, "bk_supplier_id": 0},
-		{"ip": ip, "bk_cloud_id": 1, "bk_supplier_id": 2, "address": ip},
-	}, nil)
-	installNamedApp(t, h, "gsetest", "proc-test")
-	e.startWorker()
 	srv := e.startServe(t, "surface-secret-value")
 
 	seed := func(name string) string {
