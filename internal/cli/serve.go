@@ -83,7 +83,12 @@ func resolveApps(cfgs []config.AppConfig) ([]gseapi.App, error) {
 		if err != nil {
 			return nil, err
 		}
-		apps = append(apps, gseapi.App{Code: a.Code, Secret: secret})
+		for i, ns := range a.Namespaces {
+			if ns == "" {
+				return nil, fmt.Errorf("apps[%s].namespaces[%d]: must not be empty (leave the list out to allow every namespace)", a.Code, i)
+			}
+		}
+		apps = append(apps, gseapi.App{Code: a.Code, Secret: secret, Namespaces: a.Namespaces})
 	}
 	return apps, nil
 }

@@ -56,6 +56,8 @@ type AppConfig struct {
 	Code       string `koanf:"code"`
 	SecretEnv  string `koanf:"secret_env"`
 	SecretFile string `koanf:"secret_file"`
+	// Namespaces the app may touch; empty allows every namespace.
+	Namespaces []string `koanf:"namespaces"`
 }
 
 // Secret resolves the app's secret.
