@@ -3,6 +3,7 @@ package transport
 import (
 	"context"
 	"crypto/ed25519"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"net"
@@ -139,7 +140,7 @@ func (s *SSH) Close() error {
 
 // endpoint is one SSH login: where and with which credentials.
 type endpoint struct {
-	Addr, User, IdentityFile, PasswordEnv string
+	Addr, User, IdentityFile, PasswordEnv, PassphraseEnv string
 }
 
 func (e endpoint) String() string { return e.User + "@" + e.Addr }
@@ -152,9 +153,11 @@ type poolKey struct {
 }
 
 func keyFor(h inventory.Host) poolKey {
-	k := poolKey{target: endpoint{Addr: h.DialAddress(), User: h.User, IdentityFile: h.IdentityFile, PasswordEnv: h.PasswordEnv}}
+	k := poolKey{target: endpoint{Addr: h.DialAddress(), User: h.User, IdentityFile: h.IdentityFile,
+		PasswordEnv: h.PasswordEnv, PassphraseEnv: h.PassphraseEnv}}
 	if b := h.Bastion; b != nil {
-		k.bastion = endpoint{Addr: b.Address, User: b.User, IdentityFile: b.IdentityFile, PasswordEnv: b.PasswordEnv}
+		k.bastion = endpoint{Addr: b.Address, User: b.User, IdentityFile: b.IdentityFile,
+			PasswordEnv: b.PasswordEnv, PassphraseEnv: b.PassphraseEnv}
 	}
 	return k
 }
@@ -475,7 +478,15 @@ func (s *SSH) authMethods(e endpoint) ([]ssh.AuthMethod, func(), error) {
 		signer, err := ssh.ParsePrivateKey(pem)
 		var missing *ssh.PassphraseMissingError
 		if errors.As(err, &missing) {
-			return nil, nil, fmt.Errorf("identity file %s is passphrase-protected; load it into ssh-agent instead", e.IdentityFile)
+			pass, ok := inventory.PasswordFrom(e.PassphraseEnv)
+			if !ok {
+				return nil, nil, fmt.Errorf("identity file %s is passphrase-protected; set passphrase_env or load it into ssh-agent", e.IdentityFile)
+			}
+			signer, err = ssh.ParsePrivateKeyWithPassphrase(pem, []byte(pass))
+			if errors.Is(err, x509.IncorrectPasswordError) {
+				// Never the passphrase itself: only where it came from.
+				return nil, nil, fmt.Errorf("identity file %s: the passphrase in %s is wrong", e.IdentityFile, e.PassphraseEnv)
+			}
 		}
 		if err != nil {
 			return nil, nil, fmt.Errorf("identity file %s: %w", e.IdentityFile, err)
