@@ -3,19 +3,26 @@ package e2e
 import (
 	"bufio"
 	"context"
+	"crypto/ed25519"
 	"crypto/rand"
 	"encoding/base64"
 	"encoding/hex"
+	"encoding/json"
+	"encoding/pem"
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
+	"golang.org/x/crypto/ssh"
 
 	"github.com/drover-sh/drover/internal/cli"
 	"github.com/drover-sh/drover/internal/testbed"
@@ -208,4 +215,242 @@ func TestPayloadEncryption(t *testing.T) {
 		t.Errorf("preflight: %d %v", resp.StatusCode, resp.Header)
 	}
 	t.Logf("%d workflows: no plaintext without the key; readable through the codec endpoint", len(ids))
+}
+
+// startBinary runs a drover binary with env added to a clean environment
+// (no ssh-agent), stderr appended to logPath. Its stdout's first line is
+// returned (serve and codec-server print their address there). Cleanup
+// kills it by pid.
+func startBinary(t *testing.T, name string, env []string, logPath string, args ...string) (*exec.Cmd, string) {
+	t.Helper()
+	cmd := exec.Command(buildBinary(t, name), args...)
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "SSH_AUTH_SOCK=") && !strings.HasPrefix(kv, "DROVER_") {
+			cmd.Env = append(cmd.Env, kv)
+		}
+	}
+	cmd.Env = append(cmd.Env, env...)
+	logf, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer logf.Close()
+	cmd.Stderr = logf
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Signal(syscall.SIGTERM); _, _ = cmd.Process.Wait() })
+	lines := make(chan string, 1)
+	go func() {
+		r := bufio.NewReader(stdout)
+		l, _ := r.ReadString('\n')
+		lines <- strings.TrimSpace(l)
+		_, _ = io.Copy(io.Discard, r)
+	}()
+	if name == "worker" {
+		return cmd, ""
+	}
+	select {
+	case l := <-lines:
+		return cmd, l
+	case <-time.After(30 * time.Second):
+		t.Fatalf("%s printed nothing", name)
+	}
+	return cmd, ""
+}
+
+// encryptedKey writes a new ed25519 key encrypted with passphrase and
+// authorizes it on the bed's hosts.
+func encryptedKey(t *testing.T, bed *testbed.Bed, passphrase string) string {
+	t.Helper()
+	pub, priv, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	blk, err := ssh.MarshalPrivateKeyWithPassphrase(priv, "", []byte(passphrase))
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "id_encrypted")
+	if err := os.WriteFile(path, pem.EncodeToMemory(blk), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	sshPub, err := ssh.NewPublicKey(pub)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := bed.AuthorizeKey(sshPub); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+func TestSecretsNeverRecorded(t *testing.T) {
+	dir := t.TempDir()
+	serverLog, workerLog, apiLog := filepath.Join(dir, "server.log"), filepath.Join(dir, "worker.log"), filepath.Join(dir, "serve.log")
+	// A dev server of its own: every workflow in its namespace is this
+	// test's, and its log holds only this test's traffic.
+	srv := testbed.NewTemporal(t, testbed.TemporalOptions{SearchAttributes: workflows.SearchAttributeTypes, LogFile: serverLog})
+	e := newEnvWith(t, testbed.Options{Hosts: 2, PasswordAuth: true}, srv.Address)
+	secrets := map[string]string{
+		"bk_app_secret":  "app-secret-" + randomHex(t, 12),
+		"host password":  "host-pw-" + randomHex(t, 12),
+		"key passphrase": "key-pass-" + randomHex(t, 12),
+	}
+	restore, err := testbed.SetAppPassword(secrets["host password"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := restore(); err != nil {
+			t.Error(err)
+		}
+	})
+	h0, h1 := e.bed.Hosts[0], e.bed.Hosts[1]
+	// Host 0: drover-app with a password, no key. Host 1: root with a
+	// passphrase-protected key.
+	inv := fmt.Sprintf(`known_hosts: %s
+hosts:
+  - {ip: %s, bk_cloud_id: 0, bk_supplier_id: 0, user: %s, password_env: DROVER_E2E_HOST_PW}
+  - {ip: %s, bk_cloud_id: 0, bk_supplier_id: 0, user: root, identity_file: %s, passphrase_env: DROVER_E2E_KEY_PASS}
+`, e.bed.KnownHostsPath, h0.IP, testbed.AppUser, h1.IP, encryptedKey(t, e.bed, secrets["key passphrase"]))
+	e.cfg.Inventory = filepath.Join(dir, "inventory.yaml")
+	conf := filepath.Join(dir, "drover.yaml")
+	for path, text := range map[string]string{
+		e.cfg.Inventory: inv,
+		conf:            "apps:\n  - code: sec\n    secret_env: DROVER_E2E_APP_SECRET\n    namespaces: [sec]\n",
+	} {
+		if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e.noteHosts(e.cfg.Inventory)
+	for _, h := range e.bed.Hosts {
+		installApp(t, h, "sec")
+		if _, err := h.Exec("chmod -R a+rwX /data/sec"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	common := []string{"--temporal-address", srv.Address, "--task-queue", e.cfg.TaskQueue, "--inventory", e.cfg.Inventory,
+		"--log-level", "debug", "--log-format", "json"}
+	worker, _ := startBinary(t, "worker", []string{"DROVER_E2E_HOST_PW=" + secrets["host password"],
+		"DROVER_E2E_KEY_PASS=" + secrets["key passphrase"]}, workerLog, common...)
+	serve, addr := startBinary(t, "starter", []string{"DROVER_E2E_APP_SECRET=" + secrets["bk_app_secret"]}, apiLog,
+		append([]string{"serve", "--listen", "127.0.0.1:0", "--config", conf}, common...)...)
+
+	post := func(path, body string, header map[string]string) map[string]any {
+		t.Helper()
+		req, _ := http.NewRequest(http.MethodPost, "http://"+addr+path, strings.NewReader(body))
+		for k, v := range header {
+			req.Header.Set(k, v)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var out map[string]any
+		if err := json.NewDecoder(resp.Body).Decode(&out); err != nil || out["result"] != true {
+			t.Fatalf("%s: %d %v %v", path, resp.StatusCode, out, err)
+		}
+		return out
+	}
+	auth := `"bk_app_code":"sec","bk_app_secret":"` + secrets["bk_app_secret"] + `","bk_username":"alice",`
+	hosts := fmt.Sprintf(`"hosts":[{"ip":%q,"bk_cloud_id":0,"bk_supplier_id":0},{"ip":%q,"bk_cloud_id":0,"bk_supplier_id":0}]`, h0.IP, h1.IP)
+	meta := `"meta":{"namespace":"sec","name":"svc"}`
+	out := post("/api/c/compapi/v2/gse/register_proc_info/", `{`+auth+meta+`,`+hosts+`,"spec":{`+
+		`"identity":{"proc_name":"svc","setup_path":"/data/sec","pid_path":"/data/sec/svc.pid","user":"`+testbed.AppUser+`"},`+
+		`"control":{"start_cmd":"./start.sh","stop_cmd":"./stop.sh"},"resource":{"cpu":0,"mem":0},`+
+		`"monitor_policy":{"auto_type":1,"start_check_secs":1}}}`, nil)
+	for _, h := range e.bed.Hosts {
+		if r := out["data"].(map[string]any)[key(h.IP, "sec", "svc")].(map[string]any); r["error_code"] != float64(0) {
+			t.Fatalf("register on %s: %v", h.IP, r)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	for _, op := range []int{0, 2, 1} { // start, status, stop
+		out := post("/api/v2/proc/operate_process", `{"op_type":`+fmt.Sprint(op)+`,`+meta+`,`+hosts+`}`,
+			// The API gateway's header carries the secret this time.
+			map[string]string{"X-Bkapi-Authorization": `{"bk_app_code":"sec","bk_app_secret":"` + secrets["bk_app_secret"] + `","bk_username":"bob"}`})
+		task := out["data"].(map[string]any)["task_id"].(string)
+		res, err := workflows.WaitOperateAll(ctx, e.client, task)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range res.Results {
+			if r.Code != 0 {
+				t.Fatalf("op_type %d on %s: %+v", op, r.Key, r.HostResult)
+			}
+		}
+		post("/api/v2/proc/get_proc_operate_result", `{`+auth+`"task_id":"`+task+`"}`, nil)
+	}
+	post("/api/v2/proc/get_proc_status", `{`+auth+meta+`,`+hosts+`}`, nil)
+	post("/api/v2/proc/sync_proc_status", `{`+auth+`"meta":{"namespace":"sec"}}`, nil)
+
+	// The secrets were really in use: loaded by the processes, and the
+	// hosts accepted the password and the encrypted key.
+	environ := func(cmd *exec.Cmd) string {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", cmd.Process.Pid))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b)
+	}
+	if env := environ(worker); !strings.Contains(env, secrets["host password"]) || !strings.Contains(env, secrets["key passphrase"]) {
+		t.Fatal("the worker does not hold the host secrets: the test would prove nothing")
+	}
+	if !strings.Contains(environ(serve), secrets["bk_app_secret"]) {
+		t.Fatal("serve does not hold the app secret")
+	}
+	for h, want := range map[*testbed.Host]string{h0: "Accepted password for " + testbed.AppUser, h1: "Accepted publickey for root"} {
+		if b, _ := os.ReadFile(h.LogPath()); !strings.Contains(string(b), want) {
+			t.Fatalf("%s: sshd log lacks %q", h.IP, want)
+		}
+	}
+
+	// Every workflow in the namespace: history, memo, search attributes.
+	ids := workflowIDs(t, e.client, "")
+	if len(ids) < 7 { // register, three ops, get_proc_status, sync_proc_status, two hosts
+		t.Fatalf("workflows: %v", ids)
+	}
+	var dumps strings.Builder
+	for _, id := range ids {
+		dumps.WriteString(workflowDump(t, srv.Address, id))
+	}
+	sources := map[string]string{"workflows": dumps.String()}
+	for name, path := range map[string]string{"worker log": workerLog, "server log": serverLog, "API log": apiLog} {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sources[name] = string(b)
+	}
+	found := 0
+	for what, secret := range secrets {
+		// The search itself must see a secret however it is encoded.
+		for _, around := range []string{"", "a", "ab"} {
+			if countLeaks(base64.StdEncoding.EncodeToString([]byte(around+secret+"z")), secret) == 0 {
+				t.Fatalf("%s: base64 after %d bytes is not detected", what, len(around))
+			}
+		}
+		for src, text := range sources {
+			if n := countLeaks(text, secret); n > 0 {
+				found += n
+				t.Errorf("%s found %d times in the %s", what, n, src)
+			}
+		}
+	}
+	lines := func(s string) int { return strings.Count(s, "\n") }
+	if lines(sources["API log"]) < 10 || !strings.Contains(sources["API log"], `"app":"sec"`) {
+		t.Fatalf("the API access log is missing: %s", sources["API log"])
+	}
+	t.Logf("secrets found: %d of %d secrets across %d workflows (%d bytes of history and descriptions), "+
+		"worker log %d lines, server log %d lines, API log %d lines",
+		found, len(secrets), len(ids), dumps.Len(), lines(sources["worker log"]), lines(sources["server log"]), lines(sources["API log"]))
 }
