@@ -15,6 +15,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -26,6 +27,7 @@ import (
 
 	"github.com/drover-sh/drover/internal/cli"
 	"github.com/drover-sh/drover/internal/testbed"
+	"github.com/drover-sh/drover/proc"
 	"github.com/drover-sh/drover/workflows"
 )
 
@@ -453,4 +455,208 @@ hosts:
 	t.Logf("secrets found: %d of %d secrets across %d workflows (%d bytes of history and descriptions), "+
 		"worker log %d lines, server log %d lines, API log %d lines",
 		found, len(secrets), len(ids), dumps.Len(), lines(sources["worker log"]), lines(sources["server log"]), lines(sources["API log"]))
+}
+
+// registerBody is a register_proc_info body with an identity and no control
+// commands: drover then runs the job platform's `cd SETUP_PATH &&
+// ./VERB.sh PROC_NAME`, building the command from the names themselves.
+func registerBody(t *testing.T, ns, name, procName, setupPath, pidPath, user, ip string) string {
+	t.Helper()
+	b, err := json.Marshal(map[string]any{
+		"meta":  map[string]any{"namespace": ns, "name": name},
+		"hosts": []map[string]any{{"ip": ip, "bk_cloud_id": 0, "bk_supplier_id": 0}},
+		"spec": map[string]any{
+			"identity":       map[string]any{"proc_name": procName, "setup_path": setupPath, "pid_path": pidPath, "user": user},
+			"control":        map[string]any{},
+			"resource":       map[string]any{"cpu": 0, "mem": 0},
+			"monitor_policy": map[string]any{"auto_type": 1, "start_check_secs": 1, "stop_check_secs": 2},
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+func operateBody(t *testing.T, ns, name string, op int, ip string) string {
+	t.Helper()
+	b, err := json.Marshal(map[string]any{
+		"meta":    map[string]any{"namespace": ns, "name": name},
+		"op_type": op,
+		"hosts":   []map[string]any{{"ip": ip, "bk_cloud_id": 0, "bk_supplier_id": 0}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+func TestNamesAndPathsReachTheShellLiterally(t *testing.T) {
+	e := newEnv(t, 1)
+	h := e.bed.Hosts[0]
+	e.startWorker()
+	tok := randomHex(t, 4)
+	// Every value would create a canary file cTOK* if any shell ever
+	// evaluated it: in the home directory ($(cd;touch ...)) or in the
+	// working directory. Namespaces and names may not hold ':' or '/'.
+	evil := func(prefix, tag string) string {
+		return fmt.Sprintf(`%s 'q' "d" $(cd;touch c%[2]s%[3]s1) ;cd;touch c%[2]s%[3]s2; `+"`cd;touch c%[2]s%[3]s3`"+` $(touch c%[2]s%[3]s4) * ?[a-z] ~ &`, prefix, tok, tag)
+	}
+	// proc_name is a file name, so it alone may not hold a backslash.
+	ns, name, procName := evil("ns", "ns")+` \`, evil("nm", "nm")+` \`, evil("svc", "pn")
+	setupPath := "/data/" + evil("app", "sp") + ` \`
+	pidPath := setupPath + "/" + evil("pid", "pp") + ".pid"
+
+	// The app, written from Go so that nothing here goes through a shell:
+	// the program named procName, start/stop/kill scripts that take
+	// procName as $1 as the job platform's convention passes it, and the
+	// pid file's path in a file.
+	dir := filepath.Join(h.DataDir, strings.TrimPrefix(setupPath, "/data/"))
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for file, text := range map[string]string{
+		procName:   "#!/bin/sh\ntrap 'exit 0' TERM\necho $$ > \"$(cat ./pidpath)\"\nwhile :; do sleep 1 & wait $!; done\n",
+		"start.sh": "#!/bin/sh\nprintf '%s\\n' \"$1\" >> ./args\nsetsid sh \"./$1\" </dev/null >/dev/null 2>&1 &\nsleep 0.2\n",
+		"stop.sh":  "#!/bin/sh\nkill \"$(cat \"$(cat ./pidpath)\")\"\n",
+		"kill.sh":  "#!/bin/sh\nkill -9 \"$(cat \"$(cat ./pidpath)\")\"\n",
+		"pidpath":  pidPath,
+		"args":     "",
+	} {
+		if err := os.WriteFile(filepath.Join(dir, file), []byte(text), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	findCanaries := func() string {
+		t.Helper()
+		out, err := h.Exec("find / -xdev -name 'c" + tok + "*' 2>/dev/null; find /data /root /tmp -name 'c" + tok + "*' 2>/dev/null; true")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return strings.TrimSpace(out)
+	}
+	canaries := func(when string) {
+		t.Helper()
+		if out := findCanaries(); out != "" {
+			t.Fatalf("after %s: a value was evaluated by a shell: %q", when, out)
+		}
+	}
+	// The search finds a canary in the home directory and the setup path.
+	if _, err := h.Exec("cd && touch c" + tok + "probe && touch /data/c" + tok + "probe"); err != nil {
+		t.Fatal(err)
+	}
+	if out := findCanaries(); strings.Count(out, "c"+tok+"probe") < 2 {
+		t.Fatalf("canary search blind: %q", out)
+	}
+	if _, err := h.Exec("rm -f /root/c" + tok + "probe /data/c" + tok + "probe"); err != nil {
+		t.Fatal(err)
+	}
+	api := func(apiName, body string, args ...string) resultResponse {
+		t.Helper()
+		out, errOut, code := e.starter(body, append([]string{"api", apiName}, args...)...)
+		r := decodeResult(t, out)
+		if code > cli.ExitHostsFailed || !r.Result {
+			t.Fatalf("%s: exit %d %s %s", apiName, code, out, errOut)
+		}
+		return r
+	}
+	k := key(h.IP, ns, name)
+	hostFile := filepath.Join(h.DataDir, strings.TrimPrefix(pidPath, "/data/"))
+	step := func(what string, op int, wantCode int) hostResultEntry {
+		t.Helper()
+		r := api("operate_process", operateBody(t, ns, name, op, h.IP), "--wait").Data[k]
+		if r.ErrorCode != wantCode {
+			t.Fatalf("%s: %+v, want code %d", what, r, wantCode)
+		}
+		canaries(what)
+		return r
+	}
+
+	if r := api("register_proc_info", registerBody(t, ns, name, procName, setupPath, pidPath, "root", h.IP)).Data[k]; r.ErrorCode != 0 {
+		t.Fatalf("register: %+v", r)
+	}
+	canaries("register")
+	step("start", 0, 0)
+	// The pid file is at the literal path, and start.sh got procName as one
+	// argument.
+	b, err := os.ReadFile(hostFile)
+	if err != nil {
+		t.Fatalf("no pid file at the literal pid_path: %v", err)
+	}
+	pid, _ := strconv.Atoi(strings.TrimSpace(string(b)))
+	if !hostAlive(h, pid) {
+		t.Fatalf("pid %d from the literal pid file is not running", pid)
+	}
+	if args, _ := os.ReadFile(filepath.Join(dir, "args")); string(args) != procName+"\n" {
+		t.Fatalf("start.sh got %q, want %q", args, procName)
+	}
+	st := step("status", 2, 0)
+	if got, _ := statusPid(t, proc.HostResult{Content: st.Content}); got != pid {
+		t.Fatalf("status pid %d, want %d (the program named by proc_name)", got, pid)
+	}
+	// get_proc_status names the process by the literal values.
+	out, _, code := e.starter(operateBody(t, ns, name, 2, h.IP), "api", "get_proc_status")
+	var ps struct {
+		Data struct {
+			ProcInfos []struct {
+				Meta        struct{ Namespace, Name string }
+				Status, Pid int
+			} `json:"proc_infos"`
+		}
+	}
+	if err := json.Unmarshal([]byte(out), &ps); err != nil || code != cli.ExitOK || len(ps.Data.ProcInfos) != 1 {
+		t.Fatalf("get_proc_status: %d %v %s", code, err, out)
+	}
+	if pi := ps.Data.ProcInfos[0]; pi.Meta.Namespace != ns || pi.Meta.Name != name || pi.Status != 1 || pi.Pid != pid {
+		t.Fatalf("get_proc_status: %+v", pi)
+	}
+	canaries("get_proc_status")
+	step("stop", 1, 0)
+	if hostAlive(h, pid) {
+		t.Fatal("stop left the process running")
+	}
+	step("start again", 0, 0)
+	b, _ = os.ReadFile(hostFile)
+	pid, _ = strconv.Atoi(strings.TrimSpace(string(b)))
+	step("kill", 9, 0)
+	if hostAlive(h, pid) {
+		t.Fatal("kill left the process running")
+	}
+	step("status after kill", 2, int(proc.CodeNotRunning))
+	if r := api("unregister_proc_info", registerBody(t, ns, name, procName, setupPath, pidPath, "root", h.IP)).Data[k]; r.ErrorCode != 0 {
+		t.Fatalf("unregister: %+v", r)
+	}
+
+	// An account with an inner space is a valid name: it reaches sudo as
+	// one word, and sudo refuses the unknown user.
+	if r := api("register_proc_info", registerBody(t, ns, "spaced", procName, setupPath, pidPath, "no such user", h.IP)).Data[key(h.IP, ns, "spaced")]; r.ErrorCode != 0 {
+		t.Fatalf("register with a spaced account: %+v", r)
+	}
+	if r := api("operate_process", operateBody(t, ns, "spaced", 0, h.IP), "--wait").Data[key(h.IP, ns, "spaced")]; r.ErrorCode != int(proc.CodeSudoRefused) || !strings.Contains(r.ErrorMsg, "no such user") {
+		t.Fatalf("start as a spaced account: %+v", r)
+	}
+	canaries("spaced account")
+
+	// What the rules refuse is refused naming the field; nothing starts.
+	before := e.countOperate(t)
+	for _, c := range []struct{ body, field string }{
+		{registerBody(t, "ns\n$(cd;touch c"+tok+"x)", name, procName, setupPath, pidPath, "root", h.IP), "meta.namespace"},
+		{registerBody(t, ns, "nm\n;cd;touch c"+tok+"x", procName, setupPath, pidPath, "root", h.IP), "meta.name"},
+		{registerBody(t, ns, name, "svc\n`cd;touch c"+tok+"x`", setupPath, pidPath, "root", h.IP), "spec.identity.proc_name"},
+		{registerBody(t, ns, name, procName, setupPath+"\n;touch c"+tok+"x", pidPath, "root", h.IP), "spec.identity.setup_path"},
+		{registerBody(t, ns, name, procName, setupPath, pidPath+"\n$(touch c"+tok+"x)", "root", h.IP), "spec.identity.pid_path"},
+		{registerBody(t, ns, name, procName, setupPath, pidPath, "root;cd;touch c"+tok+"x", h.IP), "spec.identity.user"},
+		{registerBody(t, ns, name, procName, setupPath, pidPath, "$(cd;touch c"+tok+"x)", h.IP), "spec.identity.user"},
+		{registerBody(t, ns, name, procName, setupPath, pidPath, "'root'", h.IP), "spec.identity.user"},
+	} {
+		out, _, code := e.starter(c.body, "api", "register_proc_info")
+		r := decodeResult(t, out)
+		if code != cli.ExitBadRequest || r.Result || !strings.Contains(r.Message, "field "+c.field+":") {
+			t.Errorf("%s: exit %d %s", c.field, code, out)
+		}
+	}
+	if after := e.countOperate(t); after != before {
+		t.Fatalf("refused requests started %d workflows", after-before)
+	}
+	canaries("refusals")
 }
