@@ -9,6 +9,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"encoding/pem"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -21,6 +22,7 @@ import (
 	"testing"
 	"time"
 
+	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 	"golang.org/x/crypto/ssh"
@@ -659,4 +661,125 @@ func TestNamesAndPathsReachTheShellLiterally(t *testing.T) {
 		t.Fatalf("refused requests started %d workflows", after-before)
 	}
 	canaries("refusals")
+}
+
+func TestNamespaceAllowListOverHTTP(t *testing.T) {
+	e := newEnv(t, 1)
+	h := e.bed.Hosts[0]
+	if _, err := h.StartSample("web", "svc", ""); err != nil {
+		t.Fatal(err)
+	}
+	e.startWorker()
+	dir := t.TempDir()
+	conf := filepath.Join(dir, "drover.yaml")
+	if err := os.WriteFile(conf, []byte(`apps:
+  - {code: web-team, secret_env: DROVER_E2E_WEB_SECRET, namespaces: [web, "5"]}
+  - {code: ops, secret_env: DROVER_E2E_OPS_SECRET}
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, addr := startBinary(t, "starter", []string{"DROVER_E2E_WEB_SECRET=web-s", "DROVER_E2E_OPS_SECRET=ops-s"},
+		filepath.Join(dir, "serve.log"), "serve", "--listen", "127.0.0.1:0", "--config", conf,
+		"--temporal-address", e.cfg.TemporalAddress, "--task-queue", e.cfg.TaskQueue)
+	post := func(path, body string) (int, gseapiResponse) {
+		t.Helper()
+		resp, err := http.Post("http://"+addr+path, "application/json", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var out gseapiResponse
+		if err := json.NewDecoder(resp.Body).Decode(&out); err != nil {
+			t.Fatalf("%s: %v", path, err)
+		}
+		return resp.StatusCode, out
+	}
+	web := `"bk_app_code":"web-team","bk_app_secret":"web-s","bk_username":"alice",`
+	ops := `"bk_app_code":"ops","bk_app_secret":"ops-s","bk_username":"root-op",`
+	hosts := fmt.Sprintf(`"hosts":[{"ip":%q,"bk_cloud_id":0,"bk_supplier_id":0}]`, h.IP)
+	ipList := fmt.Sprintf(`"ip_list":[{"ip":%q,"bk_cloud_id":0}]`, h.IP)
+	spec := `"spec":{"identity":{"proc_name":"svc","setup_path":"/data/web","pid_path":"/data/web/svc.pid","user":"root"},` +
+		`"control":{},"resource":{"cpu":0,"mem":0},"monitor_policy":{"auto_type":1}}`
+	procInfo := `"process_infos":[{"setup_path":"/data/web","proc_name":"svc","pid_path":"/data/web/svc.pid","proc_owner":"root",` + ipList + `}]`
+	meta := func(ns string) string { return `"meta":{"namespace":"` + ns + `","name":"svc"}` }
+
+	// Every API that names a namespace, at both paths, with one outside
+	// web-team's list: refused naming the field and the namespace.
+	for _, c := range []struct{ path, body, field, ns string }{
+		{"/api/c/compapi/v2/gse/operate_process/", `{` + web + meta("db") + `,"op_type":0,` + hosts + `}`, "meta.namespace", "db"},
+		{"/api/v2/proc/operate_process", `{` + web + meta("db") + `,"op_type":2,` + hosts + `}`, "meta.namespace", "db"},
+		{"/api/c/compapi/v2/gse/operate_proc/", `{` + web + `"bk_biz_id":7,"op_type":0,` + procInfo + `}`, "bk_biz_id", "7"},
+		{"/api/v2/proc/operate_proc_v2", `{` + web + `"bk_biz_id":7,"op_type":0,` + procInfo + `}`, "bk_biz_id", "7"},
+		{"/api/v2/proc/operate_proc_multi", `{` + web + `"proc_operate_req":[{` + meta("web") + `,"op_type":2,` + hosts + `},{` + meta("db") + `,"op_type":2,` + hosts + `}]}`, "proc_operate_req[1].meta.namespace", "db"},
+		{"/api/c/compapi/v2/gse/manage_proc/", `{` + web + `"bk_scope_type":"biz","bk_scope_id":"7","op_type":0,` + procInfo + `}`, "bk_scope_id", "7"},
+		{"/api/c/compapi/v2/gse/register_proc_info/", `{` + web + meta("db") + `,` + hosts + `,` + spec + `}`, "meta.namespace", "db"},
+		{"/api/v2/proc/update_proc_info", `{` + web + meta("db") + `,` + hosts + `,` + spec + `}`, "meta.namespace", "db"},
+		{"/api/v2/proc/unregister_proc_info", `{` + web + meta("db") + `,` + hosts + `}`, "meta.namespace", "db"},
+		{"/api/c/compapi/v2/gse/get_proc_status/", `{` + web + meta("db") + `,` + hosts + `}`, "meta.namespace", "db"},
+		{"/api/v2/proc/sync_proc_status", `{` + web + `"meta":{"namespace":"db"}}`, "meta.namespace", "db"},
+	} {
+		status, out := post(c.path, c.body)
+		want := fmt.Sprintf(`field %s: namespace %q is not allowed for app "web-team"`, c.field, c.ns)
+		if status != http.StatusForbidden || out.Result || out.Code != 1000004 || !strings.Contains(out.Message, want) {
+			t.Errorf("%s: %d %+v, want 403 code 1000004 %q", c.path, status, out, want)
+		}
+	}
+	// Nothing started: no workflow on the queue, not even the host's.
+	if ids := workflowIDs(t, e.client, fmt.Sprintf("TaskQueue = '%s'", e.cfg.TaskQueue)); len(ids) != 0 {
+		t.Fatalf("refused calls started %v", ids)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	var nf *serviceerror.NotFound
+	if _, err := e.client.DescribeWorkflowExecution(ctx, workflows.HostWorkflowID(proc.HostID{IP: h.IP}), ""); !errors.As(err, &nf) {
+		t.Fatalf("the host workflow exists after refused calls only: %v", err)
+	}
+
+	// Its own namespaces work, at both paths.
+	if status, out := post("/api/c/compapi/v2/gse/register_proc_info/", `{`+web+meta("web")+`,`+hosts+`,`+spec+`}`); status != http.StatusOK || !out.Result {
+		t.Fatalf("register in web: %d %+v", status, out)
+	}
+	status, out := post("/api/v2/proc/operate_process", `{`+web+meta("web")+`,"op_type":2,`+hosts+`}`)
+	if status != http.StatusOK || !out.Result {
+		t.Fatalf("status in web: %d %+v", status, out)
+	}
+	webTask := out.Data.(map[string]any)["task_id"].(string)
+	if _, err := workflows.WaitOperate(ctx, e.client, webTask); err != nil {
+		t.Fatal(err)
+	}
+	if status, out := post("/api/v2/proc/get_proc_operate_result", `{`+web+`"task_id":"`+webTask+`"}`); status != http.StatusOK || !out.Result {
+		t.Fatalf("result in web: %d %+v", status, out)
+	}
+	// An app without a list may touch any namespace; its task in "db" is
+	// not web-team's to read.
+	if status, out := post("/api/v2/proc/operate_process", `{`+ops+meta("db")+`,"op_type":2,`+hosts+`}`); status != http.StatusOK || !out.Result {
+		t.Fatalf("ops in db: %d %+v", status, out)
+	} else {
+		dbTask := out.Data.(map[string]any)["task_id"].(string)
+		if _, err := workflows.WaitOperate(ctx, e.client, dbTask); err != nil {
+			t.Fatal(err)
+		}
+		status, out := post("/api/v2/proc/get_proc_operate_result", `{`+web+`"task_id":"`+dbTask+`"}`)
+		if status != http.StatusForbidden || out.Code != 1000004 || !strings.Contains(out.Message, `field task_id: namespace "db"`) {
+			t.Fatalf("web-team read db's task: %d %+v", status, out)
+		}
+	}
+	// Once the list shows the accepted tasks, it would show refused ones
+	// too: exactly register, web's status, ops' status and the host.
+	var ids []string
+	waitFor(t, 20*time.Second, "the accepted tasks in the list", func() bool {
+		ids = workflowIDs(t, e.client, fmt.Sprintf("TaskQueue = '%s'", e.cfg.TaskQueue))
+		return len(ids) >= 4
+	})
+	if len(ids) != 4 {
+		t.Fatalf("workflows on the queue: %v, want 4", ids)
+	}
+}
+
+// gseapiResponse is the documented envelope, with data left raw.
+type gseapiResponse struct {
+	Result  bool   `json:"result"`
+	Code    int    `json:"code"`
+	Message string `json:"message"`
+	Data    any    `json:"data"`
 }
