@@ -52,6 +52,10 @@ type Config struct {
 	CodecKeyEnv      string   `koanf:"codec_key_env"`
 	CodecOldKeyFiles []string `koanf:"codec_old_key_files"`
 
+	// SSHTOFU records unknown hosts' keys in known_hosts on first contact
+	// instead of refusing them. Off by default.
+	SSHTOFU bool `koanf:"ssh_tofu"`
+
 	// Worker tuning.
 	MaxConcurrentActivities int `koanf:"max_concurrent_activities"`
 	MaxSessionsPerHost      int `koanf:"max_sessions_per_host"`
@@ -122,6 +126,7 @@ func AddFlags(fs *pflag.FlagSet) {
 	fs.String("api-key-env", "", "name of the env var holding a Temporal API key (env DROVER_API_KEY_ENV)")
 	fs.String("codec-key-file", "", "file holding the payload encryption key (env DROVER_CODEC_KEY_FILE)")
 	fs.String("codec-key-env", "", "name of the env var holding the payload encryption key (env DROVER_CODEC_KEY_ENV)")
+	fs.Bool("ssh-tofu", false, "trust an unknown host's key on first use, recording it in known_hosts (env DROVER_SSH_TOFU; default off)")
 	fs.Int("max-concurrent-activities", 0, "activities one worker runs at once (env DROVER_MAX_CONCURRENT_ACTIVITIES, default 1000)")
 	fs.Int("max-sessions-per-host", 0, "SSH sessions per pooled host connection (env DROVER_MAX_SESSIONS_PER_HOST, default 8)")
 }

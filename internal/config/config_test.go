@@ -156,3 +156,15 @@ func TestClientOptionsCodec(t *testing.T) {
 		t.Fatal("both key sources accepted")
 	}
 }
+
+func TestSSHTOFUOffByDefault(t *testing.T) {
+	t.Chdir(t.TempDir()) // no ./drover.yaml
+	c, err := Load(nil)
+	if err != nil || c.SSHTOFU {
+		t.Fatalf("default: tofu=%v %v", c.SSHTOFU, err)
+	}
+	t.Setenv("DROVER_SSH_TOFU", "true")
+	if c, err := Load(nil); err != nil || !c.SSHTOFU {
+		t.Fatalf("DROVER_SSH_TOFU=true: tofu=%v %v", c.SSHTOFU, err)
+	}
+}
