@@ -735,28 +735,16 @@ func TestConcurrentMixedFailures(t *testing.T) {
 
 func TestEncryptedIdentityFile(t *testing.T) {
 	bed, hosts := newBed(t, 1)
-	keyPEM, err := os.ReadFile(bed.ClientKeyPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	raw, err := ssh.ParseRawPrivateKey(keyPEM)
-	if err != nil {
-		t.Fatal(err)
-	}
 	const pass = "pass-phrase-never-shown"
-	blk, err := ssh.MarshalPrivateKeyWithPassphrase(raw, "", []byte(pass))
-	if err != nil {
-		t.Fatal(err)
-	}
 	encrypted := filepath.Join(t.TempDir(), "id_encrypted")
-	if err := os.WriteFile(encrypted, pem.EncodeToMemory(blk), 0o600); err != nil {
+	if err := bed.AddEncryptedKey(encrypted, pass); err != nil {
 		t.Fatal(err)
 	}
 	s := newSSH(t, bed.KnownHostsPath)
 	h := hosts[0]
 	h.IdentityFile = encrypted
 
-	_, err = s.Run(context.Background(), h, Command{Script: "true"})
+	_, err := s.Run(context.Background(), h, Command{Script: "true"})
 	wantKind(t, err, KindAuth)
 	if !strings.Contains(err.Error(), "passphrase_env") {
 		t.Errorf("without a passphrase: %v", err)

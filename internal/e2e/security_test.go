@@ -3,12 +3,10 @@ package e2e
 import (
 	"bufio"
 	"context"
-	"crypto/ed25519"
 	"crypto/rand"
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
-	"encoding/pem"
 	"errors"
 	"fmt"
 	"io"
@@ -25,7 +23,6 @@ import (
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
-	"golang.org/x/crypto/ssh"
 
 	"github.com/drover-sh/drover/internal/cli"
 	"github.com/drover-sh/drover/internal/testbed"
@@ -268,27 +265,12 @@ func startBinary(t *testing.T, name string, env []string, logPath string, args .
 	return cmd, ""
 }
 
-// encryptedKey writes a new ed25519 key encrypted with passphrase and
-// authorizes it on the bed's hosts.
+// encryptedKey writes a new key encrypted with passphrase and authorizes
+// it on the bed's hosts.
 func encryptedKey(t *testing.T, bed *testbed.Bed, passphrase string) string {
 	t.Helper()
-	pub, priv, err := ed25519.GenerateKey(rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	blk, err := ssh.MarshalPrivateKeyWithPassphrase(priv, "", []byte(passphrase))
-	if err != nil {
-		t.Fatal(err)
-	}
 	path := filepath.Join(t.TempDir(), "id_encrypted")
-	if err := os.WriteFile(path, pem.EncodeToMemory(blk), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	sshPub, err := ssh.NewPublicKey(pub)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := bed.AuthorizeKey(sshPub); err != nil {
+	if err := bed.AddEncryptedKey(path, passphrase); err != nil {
 		t.Fatal(err)
 	}
 	return path

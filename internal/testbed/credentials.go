@@ -1,6 +1,7 @@
 package testbed
 
 import (
+	"encoding/pem"
 	"fmt"
 	"os"
 	"os/exec"
@@ -69,4 +70,21 @@ func SetAppPassword(password string) (restore func() error, err error) {
 			return nil
 		})
 	}, nil
+}
+
+// AddEncryptedKey writes a new ed25519 private key to path, encrypted with
+// passphrase, and lets it log in to the bed's hosts.
+func (b *Bed) AddEncryptedKey(path, passphrase string) error {
+	priv, pub, _, err := newKey()
+	if err != nil {
+		return err
+	}
+	blk, err := ssh.MarshalPrivateKeyWithPassphrase(priv, "", []byte(passphrase))
+	if err != nil {
+		return err
+	}
+	if err := writeFileAtomic(path, pem.EncodeToMemory(blk), 0o600); err != nil {
+		return err
+	}
+	return b.AuthorizeKey(pub)
 }
