@@ -245,7 +245,7 @@ func startBinary(t *testing.T, name string, env []string, logPath string, args .
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = cmd.Process.Signal(syscall.SIGTERM); _, _ = cmd.Process.Wait() })
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _, _ = cmd.Process.Wait() })
 	lines := make(chan string, 1)
 	go func() {
 		r := bufio.NewReader(stdout)
@@ -253,7 +253,7 @@ func startBinary(t *testing.T, name string, env []string, logPath string, args .
 		lines <- strings.TrimSpace(l)
 		_, _ = io.Copy(io.Discard, r)
 	}()
-	if name == "worker" {
+	if name == "worker" { // it prints nothing on stdout
 		return cmd, ""
 	}
 	select {
