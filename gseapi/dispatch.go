@@ -40,6 +40,9 @@ type Task struct {
 	// forwarded, and json:"-" keeps it out of any JSON-encoded workflow
 	// input or history should a Task be passed whole.
 	Caller Caller `json:"-"`
+	// uses are the namespaces the request names and where, checked
+	// against the caller's grant before anything starts.
+	uses []namespaceUse
 }
 
 // DecodeTask decodes and validates the body of one of the eight
@@ -55,6 +58,7 @@ func DecodeTask(api string, body []byte) (*Task, error) {
 		}
 		t.Caller = r.Caller
 		t.Op, t.Items = r.Items()
+		t.uses = metaNamespace(r.Meta.Namespace)
 	case APIOperateProc, APIOperateProcV2:
 		r, err := DecodeOperateProc(body)
 		if err != nil {
@@ -62,6 +66,7 @@ func DecodeTask(api string, body []byte) (*Task, error) {
 		}
 		t.Caller = r.Caller
 		t.Op, t.Items = r.Items()
+		t.uses = []namespaceUse{{Field: "bk_biz_id", Namespace: r.Namespace()}}
 	case APIOperateProcMulti:
 		r, err := DecodeOperateProcMulti(body)
 		if err != nil {
@@ -69,6 +74,9 @@ func DecodeTask(api string, body []byte) (*Task, error) {
 		}
 		t.Caller = r.Caller
 		t.Op, t.Items = r.Items()
+		for i, e := range r.Entries {
+			t.uses = append(t.uses, namespaceUse{Field: prefixPath(indexed(r.root, i), "meta.namespace"), Namespace: e.Meta.Namespace})
+		}
 	case APIManageProc:
 		r, err := DecodeManageProc(body)
 		if err != nil {
@@ -76,6 +84,7 @@ func DecodeTask(api string, body []byte) (*Task, error) {
 		}
 		t.Caller = r.Caller
 		t.Op, t.Manage, t.Items = r.Items()
+		t.uses = []namespaceUse{{Field: "bk_scope_id", Namespace: r.Namespace()}}
 	case APIRegisterProcInfo, APIUpdateProcInfo, APIUnregisterProcInfo:
 		op := map[string]proc.OpType{
 			APIRegisterProcInfo: proc.OpSpecRegister, APIUpdateProcInfo: proc.OpSpecUpdate,
@@ -87,6 +96,7 @@ func DecodeTask(api string, body []byte) (*Task, error) {
 		}
 		t.Caller = r.Caller
 		t.Op, t.Items = r.Items()
+		t.uses = metaNamespace(r.Meta.Namespace)
 	case APIGetProcOperateResult, APIGetProcStatus, APISyncProcStatus:
 		return nil, fieldErr("api", "%q is a query and starts no task", api)
 	default:

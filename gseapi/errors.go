@@ -14,6 +14,7 @@ const (
 	CodeBadRequest   = 1000001 // a field breaks a rule; message names it
 	CodeUnauthorized = 1000002 // bk_app_code / bk_app_secret refused
 	CodeTaskNotFound = 1000003 // no task with that id
+	CodeForbidden    = 1000004 // the app may not touch a namespace the request names
 	CodeUnavailable  = 1000503 // the workflow engine cannot be reached
 	CodeInternal     = 1000500
 )

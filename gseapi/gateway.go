@@ -32,6 +32,7 @@ const (
 	OutcomeBadRequest                 // a field broke a rule; nothing started
 	OutcomeUnavailable                // the engine could not be reached
 	OutcomeNotFound                   // no such task
+	OutcomeForbidden                  // the caller's app may not touch a namespace; nothing started
 )
 
 // SyncTimeout bounds how long a synchronous registry call waits for hosts;
@@ -45,26 +46,30 @@ func Call(ctx context.Context, e Engine, api string, body []byte, wait bool) (Re
 }
 
 // CallAs is Call for a caller the edge already authenticated (say from a
-// header); its identity replaces the body's.
-func CallAs(ctx context.Context, e Engine, api string, body []byte, wait bool, caller *Caller) (Response, Outcome) {
+// header): its identity replaces the body's, and every namespace the
+// request touches must be in its grant, checked before anything starts.
+func CallAs(ctx context.Context, e Engine, api string, body []byte, wait bool, g *Grant) (Response, Outcome) {
 	switch api {
 	case APIGetProcOperateResult:
 		q, err := DecodeResultQuery(body)
 		if err != nil {
 			return Failure(0, err), OutcomeBadRequest
 		}
-		return results(ctx, e, q.TaskID, false)
+		return resultsFor(ctx, e, q.TaskID, false, g)
 	case APIGetProcStatus:
-		return getProcStatus(ctx, e, body)
+		return getProcStatus(ctx, e, body, g)
 	case APISyncProcStatus:
-		return syncProcStatus(ctx, e, body)
+		return syncProcStatus(ctx, e, body, g)
 	}
 	t, err := DecodeTask(api, body)
 	if err != nil {
 		return Failure(0, err), OutcomeBadRequest
 	}
-	if caller != nil {
-		t.Caller = *caller
+	if err := g.check(t.uses); err != nil {
+		return forbidden(err)
+	}
+	if g != nil {
+		t.Caller = g.Caller
 	}
 	id, err := e.Start(ctx, t)
 	if err != nil {
@@ -85,16 +90,21 @@ func CallAs(ctx context.Context, e Engine, api string, body []byte, wait bool, c
 	if !wait {
 		return Accepted(api, id), OutcomeOK
 	}
-	return results(ctx, e, id, true)
+	return resultsFor(ctx, e, id, true, g)
 }
 
-func results(ctx context.Context, e Engine, taskID string, wait bool) (Response, Outcome) {
+// resultsFor answers get_proc_operate_result; a task touching a namespace
+// outside the grant is refused whole.
+func resultsFor(ctx context.Context, e Engine, taskID string, wait bool, g *Grant) (Response, Outcome) {
 	res, err := e.Results(ctx, taskID, wait)
 	switch {
 	case errors.Is(err, ErrTaskNotFound):
 		return Failure(CodeTaskNotFound, err), OutcomeNotFound
 	case err != nil:
 		return Failure(CodeUnavailable, err), OutcomeUnavailable
+	}
+	if err := g.checkResults("task_id", res); err != nil {
+		return forbidden(err)
 	}
 	return OK(ResultData(res)), outcomeOf(res)
 }

@@ -12,10 +12,12 @@ import (
 	"time"
 )
 
-// App is a caller allowed to use the HTTP API: its bk_app_code and secret.
+// App is a caller allowed to use the HTTP API: its bk_app_code and secret,
+// and the namespaces it may touch (none listed: all).
 type App struct {
-	Code   string
-	Secret string
+	Code       string
+	Secret     string
+	Namespaces []string
 }
 
 // Gateway serves the GSE APIs over HTTP at the BlueKing ESB paths
@@ -69,7 +71,8 @@ func (g *Gateway) answer(r *http.Request, api string) (int, Response, string, st
 	}
 	caller := callerOf(r, body)
 	operator := caller.Username
-	if !g.authenticated(caller) {
+	app, ok := g.authenticated(caller)
+	if !ok {
 		return http.StatusUnauthorized, Failure(CodeUnauthorized, errors.New("bk_app_code or bk_app_secret refused")), caller.AppCode, operator
 	}
 	ctx := r.Context()
@@ -78,7 +81,7 @@ func (g *Gateway) answer(r *http.Request, api string) (int, Response, string, st
 		ctx, cancel = context.WithTimeout(ctx, g.Timeout)
 		defer cancel()
 	}
-	resp, outcome := CallAs(ctx, g.Engine, api, body, false, &caller)
+	resp, outcome := CallAs(ctx, g.Engine, api, body, false, &Grant{Caller: caller, App: app.Code, Namespaces: app.Namespaces})
 	status := http.StatusOK
 	switch outcome {
 	case OutcomeBadRequest:
@@ -87,6 +90,8 @@ func (g *Gateway) answer(r *http.Request, api string) (int, Response, string, st
 		status = http.StatusServiceUnavailable
 	case OutcomeNotFound:
 		status = http.StatusNotFound
+	case OutcomeForbidden:
+		status = http.StatusForbidden
 	}
 	return status, resp, caller.AppCode, operator
 }
@@ -111,17 +116,18 @@ func callerOf(r *http.Request, body []byte) Caller {
 }
 
 // authenticated compares the secret in constant time; an unknown app code
-// costs the same comparison as a known one.
-func (g *Gateway) authenticated(c Caller) bool {
+// costs the same comparison as a known one. It returns the matching app.
+func (g *Gateway) authenticated(c Caller) (App, bool) {
+	var found App
 	ok := false
 	for _, app := range g.Apps {
 		codeOK := subtle.ConstantTimeCompare([]byte(app.Code), []byte(c.AppCode)) == 1
 		secretOK := subtle.ConstantTimeCompare([]byte(app.Secret), []byte(c.AppSecret)) == 1
-		if codeOK && secretOK && app.Secret != "" {
-			ok = true
+		if codeOK && secretOK && app.Secret != "" && !ok {
+			found, ok = app, true
 		}
 	}
-	return ok
+	return found, ok
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {

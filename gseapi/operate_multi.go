@@ -23,6 +23,7 @@ type OperateProcMultiRequest struct {
 	Entries []MultiEntry `json:"proc_operate_req"`
 
 	specs []*proc.Spec
+	root  string // "proc_operate_req", or "" for a bare array
 }
 
 // DecodeOperateProcMulti decodes and validates operate_proc_multi.
@@ -46,6 +47,7 @@ func DecodeOperateProcMulti(body []byte) (*OperateProcMultiRequest, error) {
 	if err := r.validate(root); err != nil {
 		return nil, err
 	}
+	r.root = root
 	return &r, nil
 }
 

@@ -120,10 +120,13 @@ func statusOf(ctx context.Context, e Engine, items []proc.Item) ([]ProcStatus, e
 	return out, nil
 }
 
-func getProcStatus(ctx context.Context, e Engine, body []byte) (Response, Outcome) {
+func getProcStatus(ctx context.Context, e Engine, body []byte, g *Grant) (Response, Outcome) {
 	q, err := DecodeStatusQuery(body)
 	if err != nil {
 		return Failure(0, err), OutcomeBadRequest
+	}
+	if err := g.check(metaNamespace(q.Namespace)); err != nil {
+		return forbidden(err)
 	}
 	items := make([]proc.Item, len(q.Targets))
 	for i, t := range q.Targets {
@@ -136,10 +139,13 @@ func getProcStatus(ctx context.Context, e Engine, body []byte) (Response, Outcom
 	return OK(StatusData{ProcInfos: infos}), OutcomeOK
 }
 
-func syncProcStatus(ctx context.Context, e Engine, body []byte) (Response, Outcome) {
+func syncProcStatus(ctx context.Context, e Engine, body []byte, g *Grant) (Response, Outcome) {
 	q, err := DecodeSyncQuery(body)
 	if err != nil {
 		return Failure(0, err), OutcomeBadRequest
+	}
+	if err := g.check(metaNamespace(q.Namespace)); err != nil {
+		return forbidden(err)
 	}
 	reg, ok := e.(Registry)
 	if !ok {

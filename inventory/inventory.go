@@ -41,10 +41,13 @@ type Host struct {
 	// IdentityFile is a path to a private key; the key itself never enters drover's inputs.
 	IdentityFile string `koanf:"identity_file" json:"identity_file,omitempty"`
 	// PasswordEnv names an environment variable holding the password.
-	PasswordEnv string            `koanf:"password_env" json:"password_env,omitempty"`
-	Groups      []string          `koanf:"groups" json:"groups,omitempty"`
-	Labels      map[string]string `koanf:"labels" json:"labels,omitempty"`
-	Transport   string            `koanf:"transport" json:"transport,omitempty"`
+	PasswordEnv string `koanf:"password_env" json:"password_env,omitempty"`
+	// PassphraseEnv names an environment variable holding the identity
+	// file's passphrase, when the key is encrypted.
+	PassphraseEnv string            `koanf:"passphrase_env" json:"passphrase_env,omitempty"`
+	Groups        []string          `koanf:"groups" json:"groups,omitempty"`
+	Labels        map[string]string `koanf:"labels" json:"labels,omitempty"`
+	Transport     string            `koanf:"transport" json:"transport,omitempty"`
 	// HTTPS, Insecure, CAFile and Auth are for winrm hosts: https turns
 	// TLS on (default port 5986), verified against CAFile (a PEM bundle;
 	// empty means the system roots) unless Insecure; Auth is basic or ntlm.
@@ -70,16 +73,18 @@ func (h Host) DialAddress() string {
 
 // Bastion is the jump host for a cloud area.
 type Bastion struct {
-	User         string `json:"user"`
-	Address      string `json:"address"` // host:port
-	IdentityFile string `json:"identity_file,omitempty"`
-	PasswordEnv  string `json:"password_env,omitempty"`
+	User          string `json:"user"`
+	Address       string `json:"address"` // host:port
+	IdentityFile  string `json:"identity_file,omitempty"`
+	PasswordEnv   string `json:"password_env,omitempty"`
+	PassphraseEnv string `json:"passphrase_env,omitempty"`
 }
 
 type cloudEntry struct {
-	Bastion      string `koanf:"bastion"`
-	IdentityFile string `koanf:"identity_file"`
-	PasswordEnv  string `koanf:"password_env"`
+	Bastion       string `koanf:"bastion"`
+	IdentityFile  string `koanf:"identity_file"`
+	PasswordEnv   string `koanf:"password_env"`
+	PassphraseEnv string `koanf:"passphrase_env"`
 }
 
 type fileSchema struct {
@@ -116,7 +121,8 @@ func Load(path string) (*Inventory, error) {
 func New(knownHosts string, defaults Host, clouds map[int]Bastion, hosts []Host) (*Inventory, error) {
 	fs := fileSchema{KnownHosts: knownHosts, Defaults: defaults, Hosts: hosts, Clouds: map[string]cloudEntry{}}
 	for id, b := range clouds {
-		fs.Clouds[strconv.Itoa(id)] = cloudEntry{Bastion: b.User + "@" + b.Address, IdentityFile: b.IdentityFile, PasswordEnv: b.PasswordEnv}
+		fs.Clouds[strconv.Itoa(id)] = cloudEntry{Bastion: b.User + "@" + b.Address, IdentityFile: b.IdentityFile,
+			PasswordEnv: b.PasswordEnv, PassphraseEnv: b.PassphraseEnv}
 	}
 	return build(fs, ".")
 }
@@ -139,7 +145,7 @@ func build(fs fileSchema, dir string) (*Inventory, error) {
 		if err != nil {
 			return nil, fmt.Errorf("clouds.%s.bastion: %w", id, err)
 		}
-		b.IdentityFile, b.PasswordEnv = abs(c.IdentityFile), c.PasswordEnv
+		b.IdentityFile, b.PasswordEnv, b.PassphraseEnv = abs(c.IdentityFile), c.PasswordEnv, c.PassphraseEnv
 		bastions[cloud] = b
 	}
 	for i, h := range fs.Hosts {
@@ -152,7 +158,7 @@ func build(fs fileSchema, dir string) (*Inventory, error) {
 		if b, ok := bastions[h.CloudID]; ok {
 			bc := *b
 			if bc.IdentityFile == "" {
-				bc.IdentityFile = h.IdentityFile
+				bc.IdentityFile, bc.PassphraseEnv = h.IdentityFile, h.PassphraseEnv
 			}
 			h.Bastion = &bc
 		}
@@ -185,6 +191,10 @@ func withDefaults(h, d Host) Host {
 	}
 	if h.PasswordEnv == "" {
 		h.PasswordEnv = d.PasswordEnv
+	}
+	if h.PassphraseEnv == "" && h.IdentityFile == d.IdentityFile {
+		// A host's own key does not inherit the default key's passphrase.
+		h.PassphraseEnv = d.PassphraseEnv
 	}
 	h.HTTPS = h.HTTPS || d.HTTPS
 	h.Insecure = h.Insecure || d.Insecure
@@ -343,7 +353,8 @@ func matchTerm(h Host, term string) bool {
 	return h.IP == term
 }
 
-// PasswordFrom resolves a password reference at the moment of use.
+// PasswordFrom resolves a password (or passphrase) reference at the moment
+// of use.
 func PasswordFrom(envName string) (string, bool) {
 	if envName == "" {
 		return "", false

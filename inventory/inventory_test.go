@@ -152,3 +152,22 @@ hosts:
 		}
 	}
 }
+
+func TestPassphraseEnvFollowsItsKey(t *testing.T) {
+	inv, _, err := load(t, `known_hosts: kh
+defaults: {identity_file: /keys/shared, passphrase_env: DROVER_SHARED_PASS}
+hosts:
+  - {ip: 10.0.0.1, bk_cloud_id: 0, bk_supplier_id: 0}
+  - {ip: 10.0.0.2, bk_cloud_id: 0, bk_supplier_id: 0, identity_file: /keys/own}
+  - {ip: 10.0.0.3, bk_cloud_id: 0, bk_supplier_id: 0, identity_file: /keys/own, passphrase_env: DROVER_OWN_PASS}
+`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{"10.0.0.1": "DROVER_SHARED_PASS", "10.0.0.2": "", "10.0.0.3": "DROVER_OWN_PASS"}
+	for _, h := range inv.Hosts() {
+		if h.PassphraseEnv != want[h.IP] {
+			t.Errorf("%s: passphrase_env %q, want %q", h.IP, h.PassphraseEnv, want[h.IP])
+		}
+	}
+}

@@ -3,6 +3,7 @@ package transport
 import (
 	"context"
 	"crypto/ed25519"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"net"
@@ -43,6 +44,12 @@ type SSHOptions struct {
 	// idle ones are closed, so a worker over a large fleet stays within its
 	// file descriptors. 0 means no cap.
 	MaxPooled int
+	// TrustOnFirstUse records the key of a host missing from known_hosts
+	// there and accepts it. A changed or revoked key is still refused. Off
+	// by default: a first connection then cannot be told from a MITM.
+	TrustOnFirstUse bool
+	// OnTrust, when set, is told of each key trusted on first use.
+	OnTrust func(addr, fingerprint string)
 }
 
 // SSHStats are cumulative counters, for metrics and benchmarks.
@@ -146,7 +153,7 @@ func (s *SSH) Close() error {
 
 // endpoint is one SSH login: where and with which credentials.
 type endpoint struct {
-	Addr, User, IdentityFile, PasswordEnv string
+	Addr, User, IdentityFile, PasswordEnv, PassphraseEnv string
 }
 
 func (e endpoint) String() string { return e.User + "@" + e.Addr }
@@ -159,9 +166,11 @@ type poolKey struct {
 }
 
 func keyFor(h inventory.Host) poolKey {
-	k := poolKey{target: endpoint{Addr: h.DialAddress(), User: h.User, IdentityFile: h.IdentityFile, PasswordEnv: h.PasswordEnv}}
+	k := poolKey{target: endpoint{Addr: h.DialAddress(), User: h.User, IdentityFile: h.IdentityFile,
+		PasswordEnv: h.PasswordEnv, PassphraseEnv: h.PassphraseEnv}}
 	if b := h.Bastion; b != nil {
-		k.bastion = endpoint{Addr: b.Address, User: b.User, IdentityFile: b.IdentityFile, PasswordEnv: b.PasswordEnv}
+		k.bastion = endpoint{Addr: b.Address, User: b.User, IdentityFile: b.IdentityFile,
+			PasswordEnv: b.PasswordEnv, PassphraseEnv: b.PassphraseEnv}
 	}
 	return k
 }
@@ -473,6 +482,11 @@ func (s *SSH) dial(key poolKey) (*conn, error) {
 		Auth: auth,
 		HostKeyCallback: func(hostname string, remote net.Addr, k ssh.PublicKey) error {
 			err := check(hostname, remote, k)
+			if err != nil && s.opts.TrustOnFirstUse && unknownHost(err) {
+				if err = s.keys.trust(hostname, remote, k); err == nil && s.opts.OnTrust != nil {
+					s.opts.OnTrust(hostname, ssh.FingerprintSHA256(k))
+				}
+			}
 			if err != nil {
 				keyErr.Store(&err)
 			}
@@ -526,7 +540,15 @@ func (s *SSH) authMethods(e endpoint) ([]ssh.AuthMethod, func(), error) {
 		signer, err := ssh.ParsePrivateKey(pem)
 		var missing *ssh.PassphraseMissingError
 		if errors.As(err, &missing) {
-			return nil, nil, fmt.Errorf("identity file %s is passphrase-protected; load it into ssh-agent instead", e.IdentityFile)
+			pass, ok := inventory.PasswordFrom(e.PassphraseEnv)
+			if !ok {
+				return nil, nil, fmt.Errorf("identity file %s is passphrase-protected; set passphrase_env or load it into ssh-agent", e.IdentityFile)
+			}
+			signer, err = ssh.ParsePrivateKeyWithPassphrase(pem, []byte(pass))
+			if errors.Is(err, x509.IncorrectPasswordError) {
+				// Never the passphrase itself: only where it came from.
+				return nil, nil, fmt.Errorf("identity file %s: the passphrase in %s is wrong", e.IdentityFile, e.PassphraseEnv)
+			}
 		}
 		if err != nil {
 			return nil, nil, fmt.Errorf("identity file %s: %w", e.IdentityFile, err)
@@ -864,16 +886,8 @@ func newHostKeys(path string) (*hostKeys, error) {
 func (h *hostKeys) callback(addr string) (ssh.HostKeyCallback, []string, error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	fi, err := os.Stat(h.path)
-	if err != nil {
-		return nil, nil, fmt.Errorf("known_hosts: %w", err)
-	}
-	if h.check == nil || !fi.ModTime().Equal(h.modTime) || fi.Size() != h.size {
-		check, err := knownhosts.New(h.path)
-		if err != nil {
-			return nil, nil, fmt.Errorf("known_hosts: %w", err)
-		}
-		h.check, h.modTime, h.size = check, fi.ModTime(), fi.Size()
+	if err := h.loadLocked(); err != nil {
+		return nil, nil, err
 	}
 	var algos []string
 	var ke *knownhosts.KeyError
@@ -889,6 +903,64 @@ func (h *hostKeys) callback(addr string) (ssh.HostKeyCallback, []string, error) 
 		}
 	}
 	return h.check, algos, nil
+}
+
+// loadLocked (re)reads the file when it changed; h.mu is held.
+func (h *hostKeys) loadLocked() error {
+	fi, err := os.Stat(h.path)
+	if err != nil {
+		return fmt.Errorf("known_hosts: %w", err)
+	}
+	if h.check == nil || !fi.ModTime().Equal(h.modTime) || fi.Size() != h.size {
+		check, err := knownhosts.New(h.path)
+		if err != nil {
+			return fmt.Errorf("known_hosts: %w", err)
+		}
+		h.check, h.modTime, h.size = check, fi.ModTime(), fi.Size()
+	}
+	return nil
+}
+
+// unknownHost reports a refusal because the host has no key on file at
+// all, the only case trust on first use may accept.
+func unknownHost(err error) bool {
+	var ke *knownhosts.KeyError
+	return errors.As(err, &ke) && len(ke.Want) == 0
+}
+
+// trust appends key for addr to known_hosts, unless the host got a key on
+// file meanwhile (another connection trusted it first): then that key
+// decides.
+func (h *hostKeys) trust(addr string, remote net.Addr, key ssh.PublicKey) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if err := h.loadLocked(); err != nil {
+		return err
+	}
+	if err := h.check(addr, remote, key); err == nil || !unknownHost(err) {
+		return err
+	}
+	f, err := os.OpenFile(h.path, os.O_RDWR|os.O_APPEND, 0)
+	if err != nil {
+		return fmt.Errorf("known_hosts: trust on first use: %w", err)
+	}
+	line := knownhosts.Line([]string{knownhosts.Normalize(addr)}, key) + "\n"
+	last := make([]byte, 1)
+	if fi, err := f.Stat(); err == nil && fi.Size() > 0 {
+		// A file not ending in a newline would glue the line to its last.
+		if _, err := f.ReadAt(last, fi.Size()-1); err == nil && last[0] != '\n' {
+			line = "\n" + line
+		}
+	}
+	_, err = f.WriteString(line)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("known_hosts: trust on first use: %w", err)
+	}
+	h.check = nil // re-read on next use
+	return nil
 }
 
 func algorithmsFor(keyType string) []string {

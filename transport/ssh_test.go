@@ -771,3 +771,76 @@ func TestConcurrentMixedFailures(t *testing.T) {
 		t.Errorf("after the storm: %q", got)
 	}
 }
+
+func TestEncryptedIdentityFile(t *testing.T) {
+	bed, hosts := newBed(t, 1)
+	const pass = "pass-phrase-never-shown"
+	encrypted := filepath.Join(t.TempDir(), "id_encrypted")
+	if err := bed.AddEncryptedKey(encrypted, pass); err != nil {
+		t.Fatal(err)
+	}
+	s := newSSH(t, bed.KnownHostsPath)
+	h := hosts[0]
+	h.IdentityFile = encrypted
+
+	_, err := s.Run(context.Background(), h, Command{Script: "true"})
+	wantKind(t, err, KindAuth)
+	if !strings.Contains(err.Error(), "passphrase_env") {
+		t.Errorf("without a passphrase: %v", err)
+	}
+	t.Setenv("DROVER_TEST_PASSPHRASE", "wrong-phrase")
+	h.PassphraseEnv = "DROVER_TEST_PASSPHRASE"
+	_, err = s.Run(context.Background(), h, Command{Script: "true"})
+	wantKind(t, err, KindAuth)
+	if !strings.Contains(err.Error(), "DROVER_TEST_PASSPHRASE") || strings.Contains(err.Error(), "wrong-phrase") {
+		t.Errorf("wrong passphrase: %v", err)
+	}
+	t.Setenv("DROVER_TEST_PASSPHRASE", pass)
+	if out := run(t, s, h, Command{Script: "echo ok"}); strings.TrimSpace(string(out.Stdout)) != "ok" {
+		t.Fatalf("with the passphrase: %q", out.Stdout)
+	}
+}
+
+func TestTrustOnFirstUse(t *testing.T) {
+	bed, hosts := newBed(t, 1)
+	known := filepath.Join(t.TempDir(), "known_hosts")
+	if err := os.WriteFile(known, []byte("# no hosts yet"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// Off by default: the unknown host is refused and nothing is recorded.
+	_, err := newSSH(t, known).Run(context.Background(), hosts[0], Command{Script: "touch /data/tofu-off-ran"})
+	wantKind(t, err, KindHostKey)
+	if b, _ := os.ReadFile(known); string(b) != "# no hosts yet" {
+		t.Fatalf("known_hosts changed with trust on first use off: %q", b)
+	}
+
+	var trusted []string
+	s := newSSH(t, known, func(o *SSHOptions) {
+		o.TrustOnFirstUse = true
+		o.OnTrust = func(addr, fp string) { trusted = append(trusted, addr+" "+fp) }
+	})
+	run(t, s, hosts[0], Command{Script: "true"})
+	want := ssh.FingerprintSHA256(bed.Hosts[0].PublicKey())
+	if len(trusted) != 1 || !strings.HasSuffix(trusted[0], want) {
+		t.Fatalf("trusted %v, want one with %s", trusted, want)
+	}
+	// The recorded key is the host's, read back by a transport without TOFU.
+	run(t, newSSH(t, known), hosts[0], Command{Script: "true"})
+	if b, _ := os.ReadFile(known); !strings.HasPrefix(string(b), "# no hosts yet\n") || strings.Count(string(b), "\n") != 2 {
+		t.Fatalf("known_hosts: %q", b)
+	}
+
+	// A changed key is never trusted, and no command is sent.
+	if err := bed.Hosts[0].RotateHostKey(); err != nil {
+		t.Fatal(err)
+	}
+	s2 := newSSH(t, known, func(o *SSHOptions) { o.TrustOnFirstUse = true })
+	_, err = s2.Run(context.Background(), hosts[0], Command{Script: "touch /data/tofu-changed-ran"})
+	wantKind(t, err, KindHostKey)
+	if !strings.Contains(err.Error(), "host key changed") {
+		t.Errorf("message: %v", err)
+	}
+	if out := hostExec(t, bed.Hosts[0], "ls /data"); strings.Contains(out, "ran") {
+		t.Fatalf("a command ran on a refused host: %s", out)
+	}
+}

@@ -52,20 +52,8 @@ func newServeCommand() *cobra.Command {
 			g := &gseapi.Gateway{Engine: &workflows.Engine{Client: c, TaskQueue: cfg.TaskQueue}, Apps: apps, Logger: logger, Timeout: timeout}
 			srv := &http.Server{Handler: g.Handler(), ReadHeaderTimeout: 10 * time.Second, ReadTimeout: time.Minute,
 				WriteTimeout: timeout + 30*time.Second, IdleTimeout: 2 * time.Minute}
-			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
-			defer stop()
-			go func() {
-				<-ctx.Done()
-				sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-				defer cancel()
-				_ = srv.Shutdown(sctx)
-			}()
 			logger.Info("serving the GSE APIs", "listen", ln.Addr().String(), "apps", len(apps))
-			fmt.Fprintln(cmd.OutOrStdout(), ln.Addr().String())
-			if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-				return err
-			}
-			return nil
+			return serveUntilSignal(cmd, srv, ln)
 		},
 	}
 	cmd.Flags().StringVar(&listen, "listen", "127.0.0.1:8080", "address to listen on")
@@ -83,7 +71,30 @@ func resolveApps(cfgs []config.AppConfig) ([]gseapi.App, error) {
 		if err != nil {
 			return nil, err
 		}
-		apps = append(apps, gseapi.App{Code: a.Code, Secret: secret})
+		for i, ns := range a.Namespaces {
+			if ns == "" {
+				return nil, fmt.Errorf("apps[%s].namespaces[%d]: must not be empty (leave the list out to allow every namespace)", a.Code, i)
+			}
+		}
+		apps = append(apps, gseapi.App{Code: a.Code, Secret: secret, Namespaces: a.Namespaces})
 	}
 	return apps, nil
+}
+
+// serveUntilSignal prints the bound address (tests and scripts read it) and
+// serves until SIGINT or SIGTERM, then shuts down gracefully.
+func serveUntilSignal(cmd *cobra.Command, srv *http.Server, ln net.Listener) error {
+	ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	go func() {
+		<-ctx.Done()
+		sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(sctx)
+	}()
+	fmt.Fprintln(cmd.OutOrStdout(), ln.Addr().String())
+	if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
 }

@@ -60,7 +60,10 @@ func StartWorker(cfg config.Config, logger *slog.Logger) (*Worker, error) {
 		return nil, err
 	}
 	ssh, err := transport.NewSSH(transport.SSHOptions{KnownHostsPath: inv.KnownHosts,
-		MaxSessionsPerHost: cfg.MaxSessionsPerHost, MaxPooled: cfg.MaxPooledConnections})
+		MaxSessionsPerHost: cfg.MaxSessionsPerHost, MaxPooled: cfg.MaxPooledConnections,
+		TrustOnFirstUse: cfg.SSHTOFU, OnTrust: func(addr, fingerprint string) {
+			logger.Warn("host key trusted on first use", "host", addr, "key", fingerprint, "known_hosts", inv.KnownHosts)
+		}})
 	if err != nil {
 		return nil, err
 	}

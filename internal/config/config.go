@@ -45,6 +45,17 @@ type Config struct {
 	// API key; the key itself never sits in the config.
 	APIKeyEnv string `koanf:"api_key_env"`
 
+	// Payload encryption: where the current AES-256 key is (a file, or the
+	// name of an environment variable), and keys rotated out that still
+	// decrypt older histories. Keys never sit in the config itself.
+	CodecKeyFile     string   `koanf:"codec_key_file"`
+	CodecKeyEnv      string   `koanf:"codec_key_env"`
+	CodecOldKeyFiles []string `koanf:"codec_old_key_files"`
+
+	// SSHTOFU records unknown hosts' keys in known_hosts on first contact
+	// instead of refusing them. Off by default.
+	SSHTOFU bool `koanf:"ssh_tofu"`
+
 	// Worker tuning.
 	MaxConcurrentActivities int `koanf:"max_concurrent_activities"`
 	MaxSessionsPerHost      int `koanf:"max_sessions_per_host"`
@@ -60,6 +71,8 @@ type AppConfig struct {
 	Code       string `koanf:"code"`
 	SecretEnv  string `koanf:"secret_env"`
 	SecretFile string `koanf:"secret_file"`
+	// Namespaces the app may touch; empty allows every namespace.
+	Namespaces []string `koanf:"namespaces"`
 }
 
 // Secret resolves the app's secret.
@@ -116,6 +129,9 @@ func AddFlags(fs *pflag.FlagSet) {
 	fs.String("tls-ca", "", "CA bundle for Temporal's server certificate (env DROVER_TLS_CA)")
 	fs.String("tls-server-name", "", "server name to verify, when not the address's host (env DROVER_TLS_SERVER_NAME)")
 	fs.String("api-key-env", "", "name of the env var holding a Temporal API key (env DROVER_API_KEY_ENV)")
+	fs.String("codec-key-file", "", "file holding the payload encryption key (env DROVER_CODEC_KEY_FILE)")
+	fs.String("codec-key-env", "", "name of the env var holding the payload encryption key (env DROVER_CODEC_KEY_ENV)")
+	fs.Bool("ssh-tofu", false, "trust an unknown host's key on first use, recording it in known_hosts (env DROVER_SSH_TOFU; default off)")
 	fs.Int("max-concurrent-activities", 0, "activities one worker runs at once (env DROVER_MAX_CONCURRENT_ACTIVITIES, default 1000)")
 	fs.Int("max-pooled-connections", 0, "SSH connections one worker keeps open; past it the least recently used idle ones close (env DROVER_MAX_POOLED_CONNECTIONS, default 4096)")
 	fs.String("metrics-listen", "", "worker: serve Prometheus /metrics on this address, e.g. :9090 (env DROVER_METRICS_LISTEN; default off)")
@@ -190,8 +206,21 @@ func (c Config) validate() error {
 	if c.MaxConcurrentActivities < 1 {
 		return fmt.Errorf("max_concurrent_activities %d: must be at least 1", c.MaxConcurrentActivities)
 	}
+	if err := c.validateCodec(); err != nil {
+		return err
+	}
 	if c.LogFormat != "text" && c.LogFormat != "json" {
 		return fmt.Errorf("log_format %q: must be text or json", c.LogFormat)
+	}
+	return nil
+}
+
+func (c Config) validateCodec() error {
+	if c.CodecKeyFile != "" && c.CodecKeyEnv != "" {
+		return fmt.Errorf("codec_key_file and codec_key_env: give one, not both")
+	}
+	if len(c.CodecOldKeyFiles) > 0 && c.CodecKeyFile == "" && c.CodecKeyEnv == "" {
+		return fmt.Errorf("codec_old_key_files: needs a current key (codec_key_file or codec_key_env)")
 	}
 	return nil
 }

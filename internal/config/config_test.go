@@ -103,3 +103,68 @@ func writeSelfSigned(t *testing.T, dir string) (string, string) {
 	_ = os.WriteFile(key, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kb}), 0o600)
 	return cert, key
 }
+
+func TestClientOptionsCodec(t *testing.T) {
+	dir := t.TempDir()
+	cur, old := filepath.Join(dir, "current.key"), filepath.Join(dir, "old.key")
+	const curKey = "AQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQE=" // 32 bytes of 1
+	if err := os.WriteFile(cur, []byte(curKey+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(old, []byte(strings.Repeat("02", 32)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(dir, "drover.yaml")
+	if err := os.WriteFile(file, []byte("codec_key_file: "+cur+"\ncodec_old_key_files: ["+old+"]\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	fs := pflag.NewFlagSet("t", pflag.ContinueOnError)
+	AddFlags(fs)
+	if err := fs.Parse([]string{"--config", file}); err != nil {
+		t.Fatal(err)
+	}
+	c, err := Load(fs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts, err := c.ClientOptions()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if opts.DataConverter == nil || opts.FailureConverter == nil {
+		t.Fatal("codec key set, but no encrypting converters")
+	}
+	p, err := opts.DataConverter.ToPayload("plaintext-marker")
+	if err != nil || strings.Contains(string(p.Data), "plaintext-marker") {
+		t.Fatalf("payload not encrypted: %v %q", err, p.GetData())
+	}
+	var back string
+	if err := opts.DataConverter.FromPayload(p, &back); err != nil || back != "plaintext-marker" {
+		t.Fatalf("round trip: %q %v", back, err)
+	}
+
+	if opts, _ := (Config{TemporalAddress: "x:1"}).ClientOptions(); opts.DataConverter != nil {
+		t.Fatal("no key, yet a converter")
+	}
+	// A bad key is refused naming the setting, never echoing the key.
+	t.Setenv("DROVER_TEST_BAD_KEY", "not-a-key-but-secret-text")
+	_, err = (Config{TemporalAddress: "x:1", CodecKeyEnv: "DROVER_TEST_BAD_KEY"}).ClientOptions()
+	if err == nil || !strings.Contains(err.Error(), "codec_key_env") || strings.Contains(err.Error(), "secret-text") {
+		t.Fatalf("bad key: %v", err)
+	}
+	if err := (Config{CodecKeyFile: cur, CodecKeyEnv: "X"}).validateCodec(); err == nil {
+		t.Fatal("both key sources accepted")
+	}
+}
+
+func TestSSHTOFUOffByDefault(t *testing.T) {
+	t.Chdir(t.TempDir()) // no ./drover.yaml
+	c, err := Load(nil)
+	if err != nil || c.SSHTOFU {
+		t.Fatalf("default: tofu=%v %v", c.SSHTOFU, err)
+	}
+	t.Setenv("DROVER_SSH_TOFU", "true")
+	if c, err := Load(nil); err != nil || !c.SSHTOFU {
+		t.Fatalf("DROVER_SSH_TOFU=true: tofu=%v %v", c.SSHTOFU, err)
+	}
+}

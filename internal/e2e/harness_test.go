@@ -94,10 +94,16 @@ type env struct {
 // bed's own when empty).
 func newEnv(t *testing.T, hosts int) *env {
 	t.Helper()
-	bed := testbed.New(t, testbed.Options{Hosts: hosts})
+	return newEnvWith(t, testbed.Options{Hosts: hosts}, server.Address)
+}
+
+// newEnvWith is newEnv with test-bed options and a dev server of its own.
+func newEnvWith(t *testing.T, opts testbed.Options, temporalAddress string) *env {
+	t.Helper()
+	bed := testbed.New(t, opts)
 	e := &env{t: t, bed: bed}
 	e.cfg = config.Config{
-		TemporalAddress:   server.Address,
+		TemporalAddress:   temporalAddress,
 		TemporalNamespace: "default",
 		TaskQueue:         fmt.Sprintf("e2e-%s-%d", strings.ReplaceAll(t.Name(), "/", "-"), queueSeq.Add(1)),
 		Inventory:         bed.InventoryPath,
