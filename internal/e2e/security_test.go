@@ -436,6 +436,7 @@ hosts:
 	if lines(sources["API log"]) < 10 || !strings.Contains(sources["API log"], `"app":"sec"`) {
 		t.Fatalf("the API access log is missing: %s", sources["API log"])
 	}
+	chaosCount(t, "secrets", found)
 	t.Logf("secrets found: %d of %d secrets across %d workflows (%d bytes of history and descriptions), "+
 		"worker log %d lines, server log %d lines, API log %d lines",
 		found, len(secrets), len(ids), dumps.Len(), lines(sources["worker log"]), lines(sources["server log"]), lines(sources["API log"]))
