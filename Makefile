@@ -6,7 +6,7 @@ BIN := $(CURDIR)/bin
 GOFLAGS_TEST ?=
 TEST_TIMEOUT ?= 20m
 
-.PHONY: all build deps demo test test-unit test-scale lint fmt vet staticcheck clean
+.PHONY: all build deps bench-deps bench demo test test-unit test-scale lint fmt vet staticcheck clean
 
 all: build
 
@@ -68,3 +68,22 @@ clean:
 ## test-scale: the 1,000-identity fan-out test (minutes; not part of make test)
 test-scale: deps bin/temporal
 	$(GO) test -tags scale -timeout 30m -run "TestFanOut|TestSupervisionCost" -v ./internal/e2e
+
+## bench-deps: the peers drover is measured against, from Debian, when missing
+bench-deps: deps
+	@missing=""; \
+	command -v parallel-ssh >/dev/null 2>&1 || missing="$$missing pssh"; \
+	command -v pdsh >/dev/null 2>&1 || missing="$$missing pdsh"; \
+	command -v ansible >/dev/null 2>&1 || missing="$$missing ansible"; \
+	command -v ssh >/dev/null 2>&1 || missing="$$missing openssh-client"; \
+	if [ -n "$$missing" ]; then \
+	  echo "installing:$$missing"; \
+	  export DEBIAN_FRONTEND=noninteractive; \
+	  apt-get update -qq && apt-get install -y -qq $$missing; \
+	fi
+
+## bench: drover against pssh, pdsh, Ansible and a bare Go fan-out on real
+## sshd hosts, plus supervision cost (BENCH_HOSTS, BENCH_RUNS, BENCH_SCALE,
+## ...: see bench/cmd/bench). Writes bench/results/latest.md and scaling.png.
+bench: bench-deps bin/starter bin/temporal
+	$(GO) run ./bench/cmd/bench
