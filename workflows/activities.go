@@ -134,8 +134,15 @@ func (d *Dispatcher) Status(ctx context.Context, in StatusInput) ([]HostReply, e
 const statusParallel = 256
 
 func (d *Dispatcher) statusOne(ctx context.Context, registries *registryCache, taskID string, it proc.Item) proc.HostResult {
-	if _, ok := d.Inventory.Lookup(it.Target.HostID()); !ok {
+	host, ok := d.Inventory.Lookup(it.Target.HostID())
+	if !ok {
 		return proc.Fail(proc.CodeUnknownHost, "host bk_cloud_id=%d ip=%s is not in the inventory", it.Target.CloudID, it.Target.IP)
+	}
+	// A cold worker has no connection yet: the handshake overlaps the
+	// registry query instead of following it. A failed dial is not
+	// cached, so the probe's own Run reports it.
+	if c, ok := d.Acts.Runner.(connector); ok {
+		go func() { _ = c.Connect(ctx, host) }()
 	}
 	var entry Entry
 	if it.Spec != nil {
@@ -168,6 +175,11 @@ func (d *Dispatcher) statusOne(ctx context.Context, registries *registryCache, t
 		return proc.Fail(proc.CodeInternal, "%v", err)
 	}
 	return out.Result
+}
+
+// connector is a Runner that can connect ahead of its first command.
+type connector interface {
+	Connect(ctx context.Context, host inventory.Host) error
 }
 
 // registryCache reads each host workflow's registry once per batch.

@@ -49,6 +49,9 @@ const probeScript = `if read -r p < ` + pidFile + ` && [ -d "/proc/$p" ]; then e
 // measure is one tool's timings at one host count, in seconds.
 type measure struct {
 	cold, warm []float64
+	// richWarm is the floor running drover's own status probe, warm: what
+	// drover's richer probe costs the hosts, apart from drover's machinery.
+	richWarm []float64
 }
 
 // env is the bench's running world: hosts, dev server, drover's worker.
@@ -187,7 +190,9 @@ func (e *env) measureTool(ctx context.Context, tool string, size, runs int) (*me
 		case toolDrover:
 			cold, warm, err = e.droverPair(ctx, size, size == e.s.hosts)
 		case toolFloor:
-			cold, warm, err = e.floorPair(ctx, hosts)
+			var rich float64
+			cold, warm, rich, err = e.floorPair(ctx, hosts)
+			m.richWarm = append(m.richWarm, rich)
 		default:
 			cold, warm, err = e.peerPair(ctx, tool, hosts)
 		}

@@ -11,7 +11,9 @@ import (
 	"golang.org/x/crypto/ssh"
 	"golang.org/x/crypto/ssh/knownhosts"
 
+	"github.com/drover-sh/drover/activities"
 	"github.com/drover-sh/drover/internal/testbed"
+	"github.com/drover-sh/drover/policies"
 )
 
 // floorPool is the floor's connections: a bare golang.org/x/crypto/ssh
@@ -30,24 +32,28 @@ func (p *floorPool) close() {
 }
 
 // floorPair runs the probe on every host over new connections (cold), then
-// again over the same connections (warm).
-func (e *env) floorPair(ctx context.Context, hosts []*testbed.Host) (cold, warm float64, err error) {
+// again over the same connections (warm), then runs drover's own status
+// probe over them (rich).
+func (e *env) floorPair(ctx context.Context, hosts []*testbed.Host) (cold, warm, rich float64, err error) {
 	cfg, err := e.floorConfig()
 	if err != nil {
-		return 0, 0, err
+		return 0, 0, 0, err
 	}
 	defer e.floorConns.close()
 	e.floorConns.clients = make([]*ssh.Client, len(hosts))
-	began := time.Now()
-	if err := e.floorRun(ctx, hosts, cfg); err != nil {
-		return 0, 0, err
+	var times [3]float64
+	for i, script := range []string{probeScript, probeScript, activities.ProbeScript([]string{pidFile}, policies.StatusCPUWindow)} {
+		dial := cfg
+		if i > 0 {
+			dial = nil
+		}
+		began := time.Now()
+		if err := e.floorRun(ctx, hosts, dial, script); err != nil {
+			return 0, 0, 0, err
+		}
+		times[i] = time.Since(began).Seconds()
 	}
-	cold = time.Since(began).Seconds()
-	began = time.Now()
-	if err := e.floorRun(ctx, hosts, nil); err != nil {
-		return 0, 0, err
-	}
-	return cold, time.Since(began).Seconds(), nil
+	return times[0], times[1], times[2], nil
 }
 
 func (e *env) floorConfig() (*ssh.ClientConfig, error) {
@@ -71,7 +77,7 @@ func (e *env) floorConfig() (*ssh.ClientConfig, error) {
 }
 
 // floorRun probes every host at once; cfg non-nil dials new connections.
-func (e *env) floorRun(ctx context.Context, hosts []*testbed.Host, cfg *ssh.ClientConfig) error {
+func (e *env) floorRun(ctx context.Context, hosts []*testbed.Host, cfg *ssh.ClientConfig, script string) error {
 	errs := make([]error, len(hosts))
 	var wg sync.WaitGroup
 	for i, h := range hosts {
@@ -92,8 +98,8 @@ func (e *env) floorRun(ctx context.Context, hosts []*testbed.Host, cfg *ssh.Clie
 				return
 			}
 			defer sess.Close()
-			out, err := sess.Output(probeScript)
-			if err == nil && !strings.HasPrefix(string(out), "running ") {
+			out, err := sess.Output(script)
+			if err == nil && script == probeScript && !strings.HasPrefix(string(out), "running ") {
 				err = fmt.Errorf("probe said %q", out)
 			}
 			errs[i] = err

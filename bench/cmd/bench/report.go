@@ -178,6 +178,9 @@ func (r *report) markdown() string {
 		row("task started → task closed", func(x droverRun) float64 { return x.Workflow })
 		row("task closed → starter exit", func(x droverRun) float64 { return x.Fetch })
 		row("total", func(x droverRun) float64 { return x.Total })
+		if m := r.sizes[n][toolFloor]; m != nil {
+			w("| for comparison: the floor running drover's status probe (200 ms CPU window included) | | %.3f s |\n", median(m.richWarm))
+		}
 		w("| SSH handshakes / execs | %d / %d | %d / %d |\n", d.Cold.Handshakes, d.Cold.Execs, d.Warm.Handshakes, d.Warm.Execs)
 		w("| task history events / status batches | %d / %d | %d / %d |\n\n", d.Cold.Events, d.Cold.Batches, d.Warm.Events, d.Warm.Batches)
 		w("The worker's CPU profile of the first cold and warm op is `bench/results/drover-cpu.pprof` (`go tool pprof -top bench/results/drover-cpu.pprof`).\n\n")
