@@ -15,7 +15,8 @@
 //	BENCH_FORKS        Ansible forks (50)
 //	BENCH_SUPERVISE    supervision run length; 0 skips it (2m)
 //	BENCH_SUP_HOSTS    hosts supervised (BENCH_HOSTS)
-//	BENCH_OUT          results directory (bench/results)
+//	BENCH_OUT          results directory (bench/results); a run writing
+//	                   elsewhere leaves README.md alone
 package main
 
 import (
@@ -62,7 +63,7 @@ func loadSettings() (settings, error) {
 	}
 	s.supHosts = envInt("BENCH_SUP_HOSTS", s.hosts)
 	if s.out == "" {
-		s.out = filepath.Join(testbed.ModuleRoot(), "bench", "results")
+		s.out = defaultOut()
 	}
 	scale := os.Getenv("BENCH_SCALE")
 	if scale == "" {
@@ -98,6 +99,8 @@ func loadSettings() (settings, error) {
 	}
 	return s, nil
 }
+
+func defaultOut() string { return filepath.Join(testbed.ModuleRoot(), "bench", "results") }
 
 func (s settings) maxHosts() int { return max(slices.Max(s.scale), s.supHosts) }
 

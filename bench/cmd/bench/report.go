@@ -16,6 +16,8 @@ import (
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/plotutil"
 	"gonum.org/v1/plot/vg"
+
+	"github.com/drover-sh/drover/internal/testbed"
 )
 
 // report collects everything measured and renders it.
@@ -56,7 +58,37 @@ func (r *report) write() error {
 		return fmt.Errorf("plot: %w", err)
 	}
 	log.Printf("wrote %s and %s", path, png)
-	return nil
+	if r.settings.out != defaultOut() {
+		return nil // a trial run elsewhere leaves the README alone
+	}
+	return refreshReadme(filepath.Join(testbed.ModuleRoot(), "README.md"), md)
+}
+
+// The README's bench section is everything between these markers; each
+// run replaces it with its own table.
+const (
+	readmeBegin = "<!-- bench results: written by make bench -->\n"
+	readmeEnd   = "<!-- end of bench results -->\n"
+)
+
+func refreshReadme(path, md string) error {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	s := string(data)
+	i, j := strings.Index(s, readmeBegin), strings.Index(s, readmeEnd)
+	if i < 0 || j < i {
+		log.Printf("%s has no bench section markers; left alone", path)
+		return nil
+	}
+	// Section headings one level down, under the README's own.
+	body := strings.ReplaceAll(md, "\n### ", "\n#### ")
+	body = strings.TrimPrefix(body, "### ")
+	body = "#### " + body + "\n![hosts against seconds per tool](bench/results/scaling.png)\n"
+	out := s[:i+len(readmeBegin)] + body + s[j:]
+	log.Printf("refreshed the bench section of %s", path)
+	return os.WriteFile(path, []byte(out), 0o644)
 }
 
 func (r *report) med(size int, tool string, warm bool) float64 {
