@@ -2,11 +2,13 @@ package workflows
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
 
 	"go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/client"
 
@@ -28,6 +30,11 @@ type Dispatcher struct {
 	Acts      *activities.Activities
 	// Supervision is handed to every host workflow with its requests.
 	Supervision Supervision
+
+	// known keeps each registry read by Status with the host workflow's
+	// state it came from, so the next status op reuses it while that state
+	// is unchanged.
+	known registryStore
 }
 
 // DispatchInput is one Operate workflow's items to hand out.
@@ -110,7 +117,7 @@ type StatusInput struct {
 // workflow's registry query, once per host.
 func (d *Dispatcher) Status(ctx context.Context, in StatusInput) ([]HostReply, error) {
 	out := make([]HostReply, len(in.Items))
-	registries := newRegistryCache(d.Client)
+	registries := newRegistryCache(d.Client, &d.known)
 	sem := make(chan struct{}, statusParallel)
 	var wg sync.WaitGroup
 	var done atomic.Int64
@@ -184,14 +191,15 @@ type connector interface {
 
 // registryCache reads each host workflow's registry once per batch.
 type registryCache struct {
-	c  client.Client
-	mu sync.Mutex
-	m  map[proc.HostID]*registryRead
+	c     client.Client
+	known *registryStore
+	mu    sync.Mutex
+	m     map[proc.HostID]*registryRead
 }
 
-// registryQueries bounds the registry queries one worker has in flight:
-// each is a workflow task on some worker, and a thousand at once only queue
-// up behind each other until they time out.
+// registryQueries bounds the registry reads one worker has in flight:
+// each query is a workflow task on some worker, and a thousand at once only
+// queue up behind each other until they time out.
 var registryQueries = make(chan struct{}, 32)
 
 type registryRead struct {
@@ -200,8 +208,8 @@ type registryRead struct {
 	err     error
 }
 
-func newRegistryCache(c client.Client) *registryCache {
-	return &registryCache{c: c, m: map[proc.HostID]*registryRead{}}
+func newRegistryCache(c client.Client, known *registryStore) *registryCache {
+	return &registryCache{c: c, known: known, m: map[proc.HostID]*registryRead{}}
 }
 
 func (rc *registryCache) get(ctx context.Context, h proc.HostID) ([]Entry, error) {
@@ -215,7 +223,76 @@ func (rc *registryCache) get(ctx context.Context, h proc.HostID) ([]Entry, error
 	r.once.Do(func() {
 		registryQueries <- struct{}{}
 		defer func() { <-registryQueries }()
-		_, r.err = QueryOpen(ctx, rc.c, HostWorkflowID(h), RegistryQuery, &r.entries)
+		r.entries, r.err = rc.read(ctx, HostWorkflowID(h))
 	})
 	return r.entries, r.err
+}
+
+// read returns a host workflow's registry. A query is a round trip through
+// a worker, several times the cost of describing the workflow, so the
+// registry last read is reused while the workflow's run and history length
+// are those seen before that query: the registry is a function of the
+// history, and a workflow that gained no event has the same registry.
+func (rc *registryCache) read(ctx context.Context, id string) ([]Entry, error) {
+	desc, err := rc.c.DescribeWorkflowExecution(ctx, id, "")
+	var nf *serviceerror.NotFound
+	switch {
+	case errors.As(err, &nf):
+		return nil, nil // never registered anything
+	case err != nil:
+		return nil, fmt.Errorf("%s: %w", id, err)
+	}
+	info := desc.GetWorkflowExecutionInfo()
+	if info.GetStatus() != enums.WORKFLOW_EXECUTION_STATUS_RUNNING {
+		return nil, nil // as QueryOpen answers for a closed workflow
+	}
+	v := registryVersion{run: info.GetExecution().GetRunId(), length: info.GetHistoryLength()}
+	if entries, ok := rc.known.get(id, v); ok {
+		return entries, nil
+	}
+	var entries []Entry
+	if _, err := QueryOpen(ctx, rc.c, id, RegistryQuery, &entries); err != nil {
+		return nil, err
+	}
+	// Stored under the version read before the query: any event since
+	// makes the next describe differ, so a newer answer is never mistaken
+	// for an older state, nor the reverse.
+	rc.known.put(id, v, entries)
+	return entries, nil
+}
+
+// registryVersion names one state of a host workflow.
+type registryVersion struct {
+	run    string
+	length int64
+}
+
+// registryStore is the registries read so far, one per host workflow.
+type registryStore struct {
+	mu sync.Mutex
+	m  map[string]storedRegistry
+}
+
+type storedRegistry struct {
+	v       registryVersion
+	entries []Entry
+}
+
+func (s *registryStore) get(id string, v registryVersion) ([]Entry, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r, ok := s.m[id]
+	if !ok || r.v != v {
+		return nil, false
+	}
+	return r.entries, true
+}
+
+func (s *registryStore) put(id string, v registryVersion, entries []Entry) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.m == nil {
+		s.m = map[string]storedRegistry{}
+	}
+	s.m[id] = storedRegistry{v: v, entries: entries}
 }
