@@ -151,13 +151,46 @@ func (d *Dispatcher) statusOne(ctx context.Context, registries *registryCache, t
 	if c, ok := d.Acts.Runner.(connector); ok {
 		go func() { _ = c.Connect(ctx, host) }()
 	}
+	// While the registry is read, probe by the one read last time: status
+	// only reads, so a probe made by a registry that has since changed is
+	// simply dropped.
+	id := HostWorkflowID(it.Target.HostID())
+	var early chan proc.HostResult
+	var stopEarly context.CancelFunc = func() {}
+	v0, known, ok := d.known.latest(id)
+	if ok {
+		if in, res := statusInput(it, known, taskID); res == nil {
+			var ectx context.Context
+			ectx, stopEarly = context.WithCancel(ctx)
+			early = make(chan proc.HostResult, 1)
+			go func() { early <- d.probeStatus(ectx, in) }()
+		}
+	}
+	defer stopEarly()
+	entries, v, err := registries.get(ctx, it.Target.HostID())
+	if err == nil && early != nil && v == v0 {
+		return <-early
+	}
+	if early != nil {
+		stopEarly()
+		<-early
+	}
+	if err != nil {
+		return proc.Fail(proc.CodeInternal, "read the registry of %s: %v", id, err)
+	}
+	in, res := statusInput(it, entries, taskID)
+	if res != nil {
+		return *res
+	}
+	return d.probeStatus(ctx, in)
+}
+
+// statusInput is the probe of item it by a host's registry entries, or the
+// item's answer when the registry rules a probe out.
+func statusInput(it proc.Item, entries []Entry, taskID string) (activities.HostOpInput, *proc.HostResult) {
 	var entry Entry
 	if it.Spec != nil {
 		entry = Entry{Process: it.Process, Spec: *it.Spec}
-	}
-	entries, err := registries.get(ctx, it.Target.HostID())
-	if err != nil {
-		return proc.Fail(proc.CodeInternal, "read the registry of %s: %v", HostWorkflowID(it.Target.HostID()), err)
 	}
 	found := false
 	for _, e := range entries {
@@ -171,13 +204,18 @@ func (d *Dispatcher) statusOne(ctx context.Context, registries *registryCache, t
 		}
 	}
 	if it.Spec == nil && !found {
-		return proc.Fail(proc.CodeNotRegistered, "process %s/%s is not registered on host %s; register it with register_proc_info",
+		r := proc.Fail(proc.CodeNotRegistered, "process %s/%s is not registered on host %s; register it with register_proc_info",
 			it.Process.Namespace, it.Process.Name, it.Target.HostID())
+		return activities.HostOpInput{}, &r
 	}
-	out, err := d.Acts.HostOp(ctx, activities.HostOpInput{
+	return activities.HostOpInput{
 		RequestID: taskID, Op: proc.OpStatus, Target: it.Target, Process: it.Process,
 		Spec: policies.WithDefaults(entry.Spec), Registration: entry.Registration,
-	})
+	}, nil
+}
+
+func (d *Dispatcher) probeStatus(ctx context.Context, in activities.HostOpInput) proc.HostResult {
+	out, err := d.Acts.HostOp(ctx, in)
 	if err != nil {
 		return proc.Fail(proc.CodeInternal, "%v", err)
 	}
@@ -197,14 +235,19 @@ type registryCache struct {
 	m     map[proc.HostID]*registryRead
 }
 
-// registryQueries bounds the registry reads one worker has in flight:
-// each query is a workflow task on some worker, and a thousand at once only
-// queue up behind each other until they time out.
-var registryQueries = make(chan struct{}, 32)
+// registryQueries bounds the registry queries one worker has in flight:
+// each is a workflow task on some worker, and a thousand at once only
+// queue up behind each other until they time out. Describes involve no
+// worker and take a wider bound.
+var (
+	registryQueries   = make(chan struct{}, 32)
+	registryDescribes = make(chan struct{}, 128)
+)
 
 type registryRead struct {
 	once    sync.Once
 	entries []Entry
+	v       registryVersion
 	err     error
 }
 
@@ -212,7 +255,7 @@ func newRegistryCache(c client.Client, known *registryStore) *registryCache {
 	return &registryCache{c: c, known: known, m: map[proc.HostID]*registryRead{}}
 }
 
-func (rc *registryCache) get(ctx context.Context, h proc.HostID) ([]Entry, error) {
+func (rc *registryCache) get(ctx context.Context, h proc.HostID) ([]Entry, registryVersion, error) {
 	rc.mu.Lock()
 	r, ok := rc.m[h]
 	if !ok {
@@ -221,11 +264,9 @@ func (rc *registryCache) get(ctx context.Context, h proc.HostID) ([]Entry, error
 	}
 	rc.mu.Unlock()
 	r.once.Do(func() {
-		registryQueries <- struct{}{}
-		defer func() { <-registryQueries }()
-		r.entries, r.err = rc.read(ctx, HostWorkflowID(h))
+		r.entries, r.v, r.err = rc.read(ctx, HostWorkflowID(h))
 	})
-	return r.entries, r.err
+	return r.entries, r.v, r.err
 }
 
 // read returns a host workflow's registry. A query is a round trip through
@@ -233,32 +274,37 @@ func (rc *registryCache) get(ctx context.Context, h proc.HostID) ([]Entry, error
 // registry last read is reused while the workflow's run and history length
 // are those seen before that query: the registry is a function of the
 // history, and a workflow that gained no event has the same registry.
-func (rc *registryCache) read(ctx context.Context, id string) ([]Entry, error) {
+func (rc *registryCache) read(ctx context.Context, id string) ([]Entry, registryVersion, error) {
+	registryDescribes <- struct{}{}
 	desc, err := rc.c.DescribeWorkflowExecution(ctx, id, "")
+	<-registryDescribes
 	var nf *serviceerror.NotFound
 	switch {
 	case errors.As(err, &nf):
-		return nil, nil // never registered anything
+		return nil, registryVersion{}, nil // never registered anything
 	case err != nil:
-		return nil, fmt.Errorf("%s: %w", id, err)
+		return nil, registryVersion{}, fmt.Errorf("%s: %w", id, err)
 	}
 	info := desc.GetWorkflowExecutionInfo()
 	if info.GetStatus() != enums.WORKFLOW_EXECUTION_STATUS_RUNNING {
-		return nil, nil // as QueryOpen answers for a closed workflow
+		return nil, registryVersion{}, nil // as QueryOpen answers for a closed workflow
 	}
 	v := registryVersion{run: info.GetExecution().GetRunId(), length: info.GetHistoryLength()}
 	if entries, ok := rc.known.get(id, v); ok {
-		return entries, nil
+		return entries, v, nil
 	}
 	var entries []Entry
-	if _, err := QueryOpen(ctx, rc.c, id, RegistryQuery, &entries); err != nil {
-		return nil, err
+	registryQueries <- struct{}{}
+	_, err = QueryOpen(ctx, rc.c, id, RegistryQuery, &entries)
+	<-registryQueries
+	if err != nil {
+		return nil, registryVersion{}, err
 	}
 	// Stored under the version read before the query: any event since
 	// makes the next describe differ, so a newer answer is never mistaken
 	// for an older state, nor the reverse.
 	rc.known.put(id, v, entries)
-	return entries, nil
+	return entries, v, nil
 }
 
 // registryVersion names one state of a host workflow.
@@ -286,6 +332,14 @@ func (s *registryStore) get(id string, v registryVersion) ([]Entry, bool) {
 		return nil, false
 	}
 	return r.entries, true
+}
+
+// latest is the registry read last for id, whatever its version.
+func (s *registryStore) latest(id string) (registryVersion, []Entry, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r, ok := s.m[id]
+	return r.v, r.entries, ok
 }
 
 func (s *registryStore) put(id string, v registryVersion, entries []Entry) {

@@ -185,9 +185,11 @@ func run(ctx context.Context, s settings) error {
 	}
 	if s.supervise > 0 {
 		log.Printf("supervision: %d hosts x %d processes at %s for %s", s.supHosts, supProcs, supInterval, s.supervise)
+		// A failure here still leaves the comparison's results written.
 		sup, err := e.superviseCost(ctx, s.supHosts, s.supervise)
 		if err != nil {
-			return fmt.Errorf("supervision: %w", err)
+			log.Printf("supervision: %v", err)
+			rep.supErr = err
 		}
 		rep.sup = sup
 	}

@@ -31,6 +31,7 @@ type report struct {
 	sizes  map[int]map[string]*measure
 	drover droverStats
 	sup    *supResult
+	supErr error
 
 	availBefore             int64
 	memPerHost, memListener float64 // bytes
@@ -218,6 +219,9 @@ func (r *report) markdown() string {
 		w("The worker's CPU profile of the first cold and warm op is `bench/results/drover-cpu.pprof` (`go tool pprof -top bench/results/drover-cpu.pprof`).\n\n")
 	}
 
+	if r.supErr != nil {
+		w("Supervision cost: not measured, the run failed: %v\n\n", r.supErr)
+	}
 	if s := r.sup; s != nil {
 		w("### Supervision cost (%d hosts × %d managed processes, %s interval, %s quiet)\n\n", s.Hosts, s.Procs, s.Interval, s.Quiet.Round(time.Second))
 		w("| measure | value | target |\n|---|---|---|\n")
