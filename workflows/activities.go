@@ -116,6 +116,10 @@ type StatusInput struct {
 // engine's cost per host small. Registered specs are read from each host
 // workflow's registry query, once per host.
 func (d *Dispatcher) Status(ctx context.Context, in StatusInput) ([]HostReply, error) {
+	// Heartbeat while registries are read, too: on a new worker, reading a
+	// hundred of them can outlast the heartbeat timeout before any probe
+	// (which heartbeats) has begun.
+	defer activities.KeepAlive(ctx)()
 	out := make([]HostReply, len(in.Items))
 	registries := newRegistryCache(d.Client, &d.known)
 	sem := make(chan struct{}, statusParallel)

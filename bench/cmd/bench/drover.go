@@ -78,27 +78,28 @@ func (e *env) droverOnce(ctx context.Context, size int) (droverRun, error) {
 		"--temporal-address", e.cfg.TemporalAddress, "--task-queue", e.cfg.TaskQueue, "--inventory", e.cfg.Inventory)
 	var out, errOut bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errOut
-	err = cmd.Run()
+	runErr := cmd.Run()
 	took := time.Since(began)
-	if err != nil {
-		return droverRun{}, fmt.Errorf("starter: %v: %s", err, errOut.String())
-	}
 	var resp struct {
 		Data map[string]struct {
-			ErrorCode int `json:"error_code"`
+			ErrorCode int    `json:"error_code"`
+			ErrorMsg  string `json:"error_msg"`
 		} `json:"data"`
 	}
 	if err := json.Unmarshal(out.Bytes(), &resp); err != nil {
-		return droverRun{}, fmt.Errorf("starter output: %v", err)
+		return droverRun{}, fmt.Errorf("starter: %v: output: %v: %s", runErr, err, errOut.String())
 	}
 	okCount := 0
+	failures := map[string]int{}
 	for _, r := range resp.Data {
 		if r.ErrorCode == 0 {
 			okCount++
+		} else {
+			failures[fmt.Sprintf("%d %s", r.ErrorCode, r.ErrorMsg)]++
 		}
 	}
-	if okCount != size {
-		return droverRun{}, fmt.Errorf("drover: %d of %d hosts answered running", okCount, size)
+	if okCount != size || runErr != nil {
+		return droverRun{}, fmt.Errorf("drover: %d of %d hosts answered running (%v); the others: %v", okCount, size, runErr, failures)
 	}
 	after := e.worker.SSH.Stats()
 	r := droverRun{Total: took.Seconds(), Handshakes: after.Handshakes - before.Handshakes, Execs: after.Execs - before.Execs}
