@@ -9,21 +9,27 @@ TEST_TIMEOUT ?= 20m
 FUZZTIME ?= 5s
 CHAOS_FUZZTIME ?= 30s
 
-.PHONY: all build deps demo test test-unit test-scale chaos fuzz lint fmt vet staticcheck clean
+.PHONY: all build deps bench-deps bench demo test test-unit test-scale chaos fuzz lint fmt vet staticcheck clean
 
 all: build
 
-## deps: install the Debian packages the test bed needs, when missing
-deps:
+# apt_missing installs, from Debian, the package of each command (CMD:PACKAGE)
+# that is missing.
+define apt_missing
 	@missing=""; \
-	command -v sshd >/dev/null 2>&1 || [ -x /usr/sbin/sshd ] || missing="$$missing openssh-server"; \
-	command -v sudo >/dev/null 2>&1 || missing="$$missing sudo"; \
-	command -v unshare >/dev/null 2>&1 || missing="$$missing util-linux"; \
+	for pair in $(1); do \
+	  cmd=$${pair%%:*}; command -v $$cmd >/dev/null 2>&1 || [ -x /usr/sbin/$$cmd ] || missing="$$missing $${pair#*:}"; \
+	done; \
 	if [ -n "$$missing" ]; then \
 	  echo "installing:$$missing"; \
 	  export DEBIAN_FRONTEND=noninteractive; \
 	  apt-get update -qq && apt-get install -y -qq $$missing; \
 	fi
+endef
+
+## deps: install the Debian packages the test bed needs, when missing
+deps:
+	$(call apt_missing,sshd:openssh-server sudo:sudo unshare:util-linux)
 
 ## build: bin/worker, bin/starter and the pinned bin/temporal
 build: bin/worker bin/starter bin/temporal
@@ -82,3 +88,13 @@ clean:
 ## test-scale: the 1,000-identity fan-out test (minutes; not part of make test)
 test-scale: deps bin/temporal
 	$(GO) test -tags scale -timeout 30m -run "TestFanOut|TestSupervisionCost" -v ./internal/e2e
+
+## bench-deps: the peers drover is measured against, from Debian, when missing
+bench-deps: deps
+	$(call apt_missing,parallel-ssh:pssh pdsh:pdsh ansible:ansible ssh:openssh-client)
+
+## bench: drover against pssh, pdsh, Ansible and a bare Go fan-out on real
+## sshd hosts, plus supervision cost (BENCH_HOSTS, BENCH_RUNS, BENCH_SCALE,
+## ...: see bench/cmd/bench). Writes bench/results/latest.md and scaling.png.
+bench: bench-deps bin/starter bin/temporal
+	$(GO) run ./bench/cmd/bench

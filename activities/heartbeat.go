@@ -33,3 +33,7 @@ func keepAlive(ctx context.Context) (stop func()) {
 	}()
 	return func() { close(done) }
 }
+
+// KeepAlive is keepAlive for activities of other packages that wait on
+// something other than a host command.
+func KeepAlive(ctx context.Context) (stop func()) { return keepAlive(ctx) }

@@ -12,27 +12,43 @@ import (
 )
 
 // probeHeader is the POSIX sh that reports the host itself. It reads /proc
-// directly: one exec, no ps, no login shell.
+// directly: one exec, no ps, no login shell. Every process it forks costs
+// the host more than the whole SSH exec otherwise does, so it forks five:
+// getconf twice, one awk for /proc/meminfo and /proc/stat, date and id.
 const probeHeader = `LC_ALL=C; export LC_ALL
-hz=$(getconf CLK_TCK 2>/dev/null || echo 100)
-ncpu=$(getconf _NPROCESSORS_ONLN 2>/dev/null || echo 1)
-pg=$(getconf PAGESIZE 2>/dev/null || echo 4096)
-mem=$(awk '/^MemTotal:/{printf "%.0f", $2*1024; exit}' /proc/meminfo 2>/dev/null)
-bt=$(awk '/^btime/{print $2; exit}' /proc/stat 2>/dev/null)
-printf 'H\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$ncpu" "$hz" "${mem:-0}" "${bt:-0}" "$(date +%s)" "$(date +%Z%z)" "$pg" "$(id -un)"
+hz=$(getconf CLK_TCK 2>/dev/null); hz=${hz:-100}
+pg=$(getconf PAGESIZE 2>/dev/null); pg=${pg:-4096}
+set -- $(awk '/^MemTotal:/{m=$2*1024} /^btime/{b=$2} /^cpu[0-9]/{n++} /^cpu /{t=0; for(i=2;i<=NF;i++) t+=$i} END{printf "%.0f %.0f %d %.0f", m, b, n, t}' /proc/meminfo /proc/stat 2>/dev/null)
+mem=$1 bt=$2 ncpu=${3:-1} t1=$4
+d=$(date '+%s %Z%z')
+printf 'H\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$ncpu" "$hz" "${mem:-0}" "${bt:-0}" "${d%% *}" "${d#* }" "$pg" "$(id -un)"
 ticks() { awk '/^cpu /{s=0; for(i=2;i<=NF;i++) s+=$i; printf "%.0f", s; exit}' /proc/stat; }
-statof() { s=$(cat "/proc/$1/stat" 2>/dev/null) || return 1; printf '%s' "${s##*) }"; }
+statof() {
+  st=; { IFS= read -r st < "/proc/$1/stat"; } 2>/dev/null || [ -n "$st" ] || return 1
+  case $st in *") "*) ;; *) st=$(cat "/proc/$1/stat" 2>/dev/null) || return 1 ;; esac
+  st=${st##*) }
+}
+pidin() {
+  pid=; more=; { IFS= read -r pid; IFS= read -r more; } < "$1" 2>/dev/null
+  case $pid in ''|*[!0-9]*|??????????*) pid= ;; esac
+  [ -n "$pid" ] && [ -z "$more" ] || pid=$(head -c 64 "$1" 2>/dev/null | tr -cd '0-9' | cut -c1-9)
+}
 `
 
 // probeBody samples every pid file named by the positional parameters. With
 // a sampling window it samples the host's and each process's CPU ticks
-// twice, so cpu% is a current rate, not a lifetime average.
-const probeBody = `t1=$(ticks); i=0
+// twice, so cpu% is a current rate, not a lifetime average; the second
+// sample is of the pid the first one read. The pid file's common form, one
+// line of digits, is read by the shell itself; anything else goes through
+// head, tr and cut.
+const probeBody = `i=0
 for f in "$@"; do
   found=0; pid=""; st=""; exe=""; cl=""
-  if [ -e "$f" ]; then found=1; pid=$(head -c 64 "$f" 2>/dev/null | tr -cd '0-9' | cut -c1-9); fi
-  if [ -n "$pid" ] && st=$(statof "$pid"); then
-    exe=$(readlink "/proc/$pid/exe" 2>/dev/null | tr '\t\n' '  ')
+  if [ -e "$f" ]; then found=1; pidin "$f"; fi
+  eval "pid$i=\$pid"
+  if [ -n "$pid" ] && statof "$pid"; then
+    exe=$(readlink "/proc/$pid/exe" 2>/dev/null)
+    case $exe in *[[:cntrl:]]*) exe=$(readlink "/proc/$pid/exe" 2>/dev/null | tr '\t\n' '  ') ;; esac
     cl=$(tr '\000\t\n' '\t  ' < "/proc/$pid/cmdline" 2>/dev/null | head -c 4096)
   fi
   printf 'P\t%d\t%s\t%s\t%s\n' "$i" "$found" "$pid" "$st"
@@ -43,8 +59,8 @@ done
 if [ "$window" != 0 ]; then
   sleep "$window"; t2=$(ticks); i=0
   for f in "$@"; do
-    pid=$(head -c 64 "$f" 2>/dev/null | tr -cd '0-9' | cut -c1-9)
-    if [ -n "$pid" ] && st=$(statof "$pid"); then set -- $st; printf 'Q\t%d\t%s\t%s\n' "$i" "${12}" "${13}"; fi
+    eval "pid=\$pid$i"
+    if [ -n "$pid" ] && statof "$pid"; then set -- $st; printf 'Q\t%d\t%s\t%s\n' "$i" "${12}" "${13}"; fi
     i=$((i+1))
   done
   printf 'T\t%s\t%s\n' "$t1" "$t2"

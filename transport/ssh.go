@@ -263,6 +263,18 @@ func (s *SSH) Run(ctx context.Context, host inventory.Host, cmd Command) (Result
 	}
 }
 
+// Connect establishes host's pooled connection without running anything,
+// so that a caller can overlap the handshake with other work; a Run that
+// follows joins the dial in flight. A host that is not reached over SSH is
+// left alone.
+func (s *SSH) Connect(ctx context.Context, host inventory.Host) error {
+	if host.Transport != "" && host.Transport != inventory.TransportSSH {
+		return nil
+	}
+	_, err := s.get(ctx, keyFor(host))
+	return err
+}
+
 // get returns the pooled connection for key, dialling it if needed.
 func (s *SSH) get(ctx context.Context, key poolKey) (*conn, error) {
 	addr := key.target.Addr

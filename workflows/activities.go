@@ -2,11 +2,13 @@ package workflows
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
 
 	"go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/client"
 
@@ -28,6 +30,11 @@ type Dispatcher struct {
 	Acts      *activities.Activities
 	// Supervision is handed to every host workflow with its requests.
 	Supervision Supervision
+
+	// known keeps each registry read by Status with the host workflow's
+	// state it came from, so the next status op reuses it while that state
+	// is unchanged.
+	known registryStore
 }
 
 // DispatchInput is one Operate workflow's items to hand out.
@@ -109,8 +116,12 @@ type StatusInput struct {
 // engine's cost per host small. Registered specs are read from each host
 // workflow's registry query, once per host.
 func (d *Dispatcher) Status(ctx context.Context, in StatusInput) ([]HostReply, error) {
+	// Heartbeat while registries are read, too: on a new worker, reading a
+	// hundred of them can outlast the heartbeat timeout before any probe
+	// (which heartbeats) has begun.
+	defer activities.KeepAlive(ctx)()
 	out := make([]HostReply, len(in.Items))
-	registries := newRegistryCache(d.Client)
+	registries := newRegistryCache(d.Client, &d.known)
 	sem := make(chan struct{}, statusParallel)
 	var wg sync.WaitGroup
 	var done atomic.Int64
@@ -134,16 +145,56 @@ func (d *Dispatcher) Status(ctx context.Context, in StatusInput) ([]HostReply, e
 const statusParallel = 256
 
 func (d *Dispatcher) statusOne(ctx context.Context, registries *registryCache, taskID string, it proc.Item) proc.HostResult {
-	if _, ok := d.Inventory.Lookup(it.Target.HostID()); !ok {
+	host, ok := d.Inventory.Lookup(it.Target.HostID())
+	if !ok {
 		return proc.Fail(proc.CodeUnknownHost, "host bk_cloud_id=%d ip=%s is not in the inventory", it.Target.CloudID, it.Target.IP)
 	}
+	// A cold worker has no connection yet: the handshake overlaps the
+	// registry query instead of following it. A failed dial is not
+	// cached, so the probe's own Run reports it.
+	if c, ok := d.Acts.Runner.(connector); ok {
+		go func() { _ = c.Connect(ctx, host) }()
+	}
+	// While the registry is read, probe by the one read last time: status
+	// only reads, so a probe made by a registry that has since changed is
+	// simply dropped.
+	id := HostWorkflowID(it.Target.HostID())
+	var early chan proc.HostResult
+	var stopEarly context.CancelFunc = func() {}
+	v0, known, ok := d.known.latest(id)
+	if ok {
+		if in, res := statusInput(it, known, taskID); res == nil {
+			var ectx context.Context
+			ectx, stopEarly = context.WithCancel(ctx)
+			early = make(chan proc.HostResult, 1)
+			go func() { early <- d.probeStatus(ectx, in) }()
+		}
+	}
+	defer stopEarly()
+	entries, v, err := registries.get(ctx, it.Target.HostID())
+	if err == nil && early != nil && v == v0 {
+		return <-early
+	}
+	if early != nil {
+		stopEarly()
+		<-early
+	}
+	if err != nil {
+		return proc.Fail(proc.CodeInternal, "read the registry of %s: %v", id, err)
+	}
+	in, res := statusInput(it, entries, taskID)
+	if res != nil {
+		return *res
+	}
+	return d.probeStatus(ctx, in)
+}
+
+// statusInput is the probe of item it by a host's registry entries, or the
+// item's answer when the registry rules a probe out.
+func statusInput(it proc.Item, entries []Entry, taskID string) (activities.HostOpInput, *proc.HostResult) {
 	var entry Entry
 	if it.Spec != nil {
 		entry = Entry{Process: it.Process, Spec: *it.Spec}
-	}
-	entries, err := registries.get(ctx, it.Target.HostID())
-	if err != nil {
-		return proc.Fail(proc.CodeInternal, "read the registry of %s: %v", HostWorkflowID(it.Target.HostID()), err)
 	}
 	found := false
 	for _, e := range entries {
@@ -157,42 +208,58 @@ func (d *Dispatcher) statusOne(ctx context.Context, registries *registryCache, t
 		}
 	}
 	if it.Spec == nil && !found {
-		return proc.Fail(proc.CodeNotRegistered, "process %s/%s is not registered on host %s; register it with register_proc_info",
+		r := proc.Fail(proc.CodeNotRegistered, "process %s/%s is not registered on host %s; register it with register_proc_info",
 			it.Process.Namespace, it.Process.Name, it.Target.HostID())
+		return activities.HostOpInput{}, &r
 	}
-	out, err := d.Acts.HostOp(ctx, activities.HostOpInput{
+	return activities.HostOpInput{
 		RequestID: taskID, Op: proc.OpStatus, Target: it.Target, Process: it.Process,
 		Spec: policies.WithDefaults(entry.Spec), Registration: entry.Registration,
-	})
+	}, nil
+}
+
+func (d *Dispatcher) probeStatus(ctx context.Context, in activities.HostOpInput) proc.HostResult {
+	out, err := d.Acts.HostOp(ctx, in)
 	if err != nil {
 		return proc.Fail(proc.CodeInternal, "%v", err)
 	}
 	return out.Result
 }
 
+// connector is a Runner that can connect ahead of its first command.
+type connector interface {
+	Connect(ctx context.Context, host inventory.Host) error
+}
+
 // registryCache reads each host workflow's registry once per batch.
 type registryCache struct {
-	c  client.Client
-	mu sync.Mutex
-	m  map[proc.HostID]*registryRead
+	c     client.Client
+	known *registryStore
+	mu    sync.Mutex
+	m     map[proc.HostID]*registryRead
 }
 
 // registryQueries bounds the registry queries one worker has in flight:
-// each is a workflow task on some worker, and a thousand at once only queue
-// up behind each other until they time out.
-var registryQueries = make(chan struct{}, 32)
+// each is a workflow task on some worker, and a thousand at once only
+// queue up behind each other until they time out. Describes involve no
+// worker and take a wider bound.
+var (
+	registryQueries   = make(chan struct{}, 32)
+	registryDescribes = make(chan struct{}, 128)
+)
 
 type registryRead struct {
 	once    sync.Once
 	entries []Entry
+	v       registryVersion
 	err     error
 }
 
-func newRegistryCache(c client.Client) *registryCache {
-	return &registryCache{c: c, m: map[proc.HostID]*registryRead{}}
+func newRegistryCache(c client.Client, known *registryStore) *registryCache {
+	return &registryCache{c: c, known: known, m: map[proc.HostID]*registryRead{}}
 }
 
-func (rc *registryCache) get(ctx context.Context, h proc.HostID) ([]Entry, error) {
+func (rc *registryCache) get(ctx context.Context, h proc.HostID) ([]Entry, registryVersion, error) {
 	rc.mu.Lock()
 	r, ok := rc.m[h]
 	if !ok {
@@ -201,9 +268,89 @@ func (rc *registryCache) get(ctx context.Context, h proc.HostID) ([]Entry, error
 	}
 	rc.mu.Unlock()
 	r.once.Do(func() {
-		registryQueries <- struct{}{}
-		defer func() { <-registryQueries }()
-		_, r.err = QueryOpen(ctx, rc.c, HostWorkflowID(h), RegistryQuery, &r.entries)
+		r.entries, r.v, r.err = rc.read(ctx, HostWorkflowID(h))
 	})
-	return r.entries, r.err
+	return r.entries, r.v, r.err
+}
+
+// read returns a host workflow's registry. A query is a round trip through
+// a worker, several times the cost of describing the workflow, so the
+// registry last read is reused while the workflow's run and history length
+// are those seen before that query: the registry is a function of the
+// history, and a workflow that gained no event has the same registry.
+func (rc *registryCache) read(ctx context.Context, id string) ([]Entry, registryVersion, error) {
+	registryDescribes <- struct{}{}
+	desc, err := rc.c.DescribeWorkflowExecution(ctx, id, "")
+	<-registryDescribes
+	var nf *serviceerror.NotFound
+	switch {
+	case errors.As(err, &nf):
+		return nil, registryVersion{}, nil // never registered anything
+	case err != nil:
+		return nil, registryVersion{}, fmt.Errorf("%s: %w", id, err)
+	}
+	info := desc.GetWorkflowExecutionInfo()
+	if info.GetStatus() != enums.WORKFLOW_EXECUTION_STATUS_RUNNING {
+		return nil, registryVersion{}, nil // as QueryOpen answers for a closed workflow
+	}
+	v := registryVersion{run: info.GetExecution().GetRunId(), length: info.GetHistoryLength()}
+	if entries, ok := rc.known.get(id, v); ok {
+		return entries, v, nil
+	}
+	var entries []Entry
+	registryQueries <- struct{}{}
+	_, err = QueryOpen(ctx, rc.c, id, RegistryQuery, &entries)
+	<-registryQueries
+	if err != nil {
+		return nil, registryVersion{}, err
+	}
+	// Stored under the version read before the query: any event since
+	// makes the next describe differ, so a newer answer is never mistaken
+	// for an older state, nor the reverse.
+	rc.known.put(id, v, entries)
+	return entries, v, nil
+}
+
+// registryVersion names one state of a host workflow.
+type registryVersion struct {
+	run    string
+	length int64
+}
+
+// registryStore is the registries read so far, one per host workflow.
+type registryStore struct {
+	mu sync.Mutex
+	m  map[string]storedRegistry
+}
+
+type storedRegistry struct {
+	v       registryVersion
+	entries []Entry
+}
+
+func (s *registryStore) get(id string, v registryVersion) ([]Entry, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r, ok := s.m[id]
+	if !ok || r.v != v {
+		return nil, false
+	}
+	return r.entries, true
+}
+
+// latest is the registry read last for id, whatever its version.
+func (s *registryStore) latest(id string) (registryVersion, []Entry, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r, ok := s.m[id]
+	return r.v, r.entries, ok
+}
+
+func (s *registryStore) put(id string, v registryVersion, entries []Entry) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.m == nil {
+		s.m = map[string]storedRegistry{}
+	}
+	s.m[id] = storedRegistry{v: v, entries: entries}
 }

@@ -271,3 +271,29 @@ func TestRefusedAuthenticationHasItsOwnCode(t *testing.T) {
 		t.Fatalf("wrong key: %+v", r)
 	}
 }
+
+// TestStatusFollowsTheRegistry: status ops on one worker reuse what they
+// read of a host's registry only while the registry is unchanged; an
+// update or unregister in between is what the next status answers by.
+func TestStatusFollowsTheRegistry(t *testing.T) {
+	e := newEnv(t, 1)
+	h := e.bed.Hosts[0]
+	if _, err := h.StartSample("gse", "proc-test", ""); err != nil {
+		t.Fatal(err)
+	}
+	e.startWorker()
+	spec := sampleSpec("gse", "proc-test")
+	it := proc.Item{Target: proc.Target{IP: h.IP}, Process: proc.ProcessID{Namespace: "gse", Name: "proc-test"}}
+	e.register("gse", "proc-test", spec, it.Target)
+	wantCode(t, "status", e.op(proc.OpStatus, it), proc.CodeSuccess)
+	wantCode(t, "status again", e.op(proc.OpStatus, it), proc.CodeSuccess)
+
+	moved := spec
+	moved.PidPath = "/data/gse/elsewhere.pid"
+	update := it
+	update.Spec = &moved
+	wantCode(t, "update to a pid file that does not exist", e.op(proc.OpSpecUpdate, update), proc.CodeSuccess)
+	wantCode(t, "status after the update", e.op(proc.OpStatus, it), proc.CodeNotRunning)
+	wantCode(t, "unregister", e.op(proc.OpSpecUnregister, it), proc.CodeSuccess)
+	wantCode(t, "status after unregister", e.op(proc.OpStatus, it), proc.CodeNotRegistered)
+}
