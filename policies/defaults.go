@@ -108,6 +108,15 @@ const (
 	WatchRenew = time.Hour
 )
 
+// RegistryQueryTimeout bounds one try of a host workflow's registry query,
+// and RegistryQueryAttempts the tries. A query to a workflow whose last
+// worker is gone first waits on that worker's sticky queue; the server
+// then resets stickiness, so another try reaches a live worker at once.
+const (
+	RegistryQueryTimeout  = 10 * time.Second
+	RegistryQueryAttempts = 3
+)
+
 // WatchPollTimeout bounds one supervision poll's exec; a hung host's poll
 // ends here and the watch polls again.
 const WatchPollTimeout = 30 * time.Second

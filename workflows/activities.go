@@ -299,7 +299,14 @@ func (rc *registryCache) read(ctx context.Context, id string) ([]Entry, registry
 	}
 	var entries []Entry
 	registryQueries <- struct{}{}
-	_, err = QueryOpen(ctx, rc.c, id, RegistryQuery, &entries)
+	for attempt := 1; ; attempt++ {
+		qctx, cancel := context.WithTimeout(ctx, policies.RegistryQueryTimeout)
+		_, err = QueryOpen(qctx, rc.c, id, RegistryQuery, &entries)
+		cancel()
+		if err == nil || attempt == policies.RegistryQueryAttempts || ctx.Err() != nil || !timedOut(err) {
+			break
+		}
+	}
 	<-registryQueries
 	if err != nil {
 		return nil, registryVersion{}, err
@@ -309,6 +316,13 @@ func (rc *registryCache) read(ctx context.Context, id string) ([]Entry, registry
 	// for an older state, nor the reverse.
 	rc.known.put(id, v, entries)
 	return entries, v, nil
+}
+
+// timedOut reports whether a call failed by running out of time, on the
+// client's side or the server's.
+func timedOut(err error) bool {
+	var de *serviceerror.DeadlineExceeded
+	return errors.Is(err, context.DeadlineExceeded) || errors.As(err, &de)
 }
 
 // registryVersion names one state of a host workflow.
