@@ -409,11 +409,7 @@ func (h *WinHost) receive(w http.ResponseWriter, r *http.Request, body string) {
 	defer deadline.Stop()
 	for {
 		h.mu.Lock()
-		s := h.lookup(body)
-		var c *winCmd
-		if m := reCmdID.FindStringSubmatch(body); s != nil && m != nil {
-			c = s.cmds[m[1]]
-		}
+		_, c := h.lookupCommand(body)
 		if c == nil {
 			h.mu.Unlock()
 			h.fault(w, "s:Sender", "w:InvalidSelectors", "unknown shell or command")
@@ -454,13 +450,20 @@ func (h *WinHost) receive(w http.ResponseWriter, r *http.Request, body string) {
 	}
 }
 
+// lookupCommand is the shell and command a Receive or Signal names; the
+// command is nil when either is unknown. h.mu is held.
+func (h *WinHost) lookupCommand(body string) (*winShell, *winCmd) {
+	s := h.lookup(body)
+	m := reCmdID.FindStringSubmatch(body)
+	if s == nil || m == nil {
+		return s, nil
+	}
+	return s, s.cmds[m[1]]
+}
+
 func (h *WinHost) signal(w http.ResponseWriter, body string) {
 	h.mu.Lock()
-	s := h.lookup(body)
-	var c *winCmd
-	if m := reCmdID.FindStringSubmatch(body); s != nil && m != nil {
-		c = s.cmds[m[1]]
-	}
+	s, c := h.lookupCommand(body)
 	if c == nil {
 		h.mu.Unlock()
 		h.fault(w, "s:Sender", "w:InvalidSelectors", "unknown shell or command")
