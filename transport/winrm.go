@@ -207,6 +207,9 @@ func (w *WinRM) Run(ctx context.Context, host inventory.Host, cmd Command) (Resu
 			w.deleted.Add(1)
 		}
 	}()
+	if err := ctx.Err(); err != nil {
+		return Result{}, &Error{Kind: KindTimeout, Host: addr, Err: fmt.Errorf("command not started: %w", err)}
+	}
 
 	w.commands.Add(1)
 	c, err := shell.Execute(line)
@@ -314,10 +317,14 @@ type wsman struct {
 	last error
 }
 
-// cleanupTimeout bounds each Signal and Delete sent after a command.
+// cleanupTimeout bounds each Signal and Delete sent after a command, and
+// the Create of a shell: a Create the caller gave up on mid-request may
+// still have made a shell on the host, and only a Create that finishes
+// names the shell to delete.
 const cleanupTimeout = 3 * time.Second
 
 const (
+	actionCreate = "http://schemas.xmlsoap.org/ws/2004/09/transfer/Create"
 	actionSignal = "http://schemas.microsoft.com/wbem/wsman/1/windows/shell/Signal"
 	actionDelete = "http://schemas.xmlsoap.org/ws/2004/09/transfer/Delete"
 	stateDone    = "http://schemas.microsoft.com/wbem/wsman/1/windows/shell/CommandState/Done"
@@ -328,7 +335,7 @@ func (p *wsman) Transport(*winrm.Endpoint) error { return nil }
 func (p *wsman) Post(_ *winrm.Client, m *soap.SoapMessage) (string, error) {
 	body := m.String()
 	ctx := p.ctx
-	if strings.Contains(body, actionSignal) || strings.Contains(body, actionDelete) {
+	if strings.Contains(body, actionCreate) || strings.Contains(body, actionSignal) || strings.Contains(body, actionDelete) {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(context.WithoutCancel(p.ctx), cleanupTimeout)
 		defer cancel()

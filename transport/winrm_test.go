@@ -210,6 +210,17 @@ func TestWinRMTimeoutTerminatesAndDeletes(t *testing.T) {
 	if res, err := w.Run(context.Background(), host, Command{Shell: ShellCmd, Script: "echo back"}); err != nil || string(res.Stdout) != "back\r\n" {
 		t.Fatalf("after the hang: %+v %v", res, err)
 	}
+
+	// A caller that gives up while the host is still creating the shell:
+	// the shell is deleted all the same, and no command is sent to it.
+	h.SlowCreate(500 * time.Millisecond)
+	commands := h.Stats().Commands
+	ctx, cancel = context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	_, err = w.Run(ctx, host, Command{Shell: ShellCmd, Script: "echo late"})
+	if KindOf(err) != KindTimeout || !strings.Contains(err.Error(), "not started") || h.OpenShells() != 0 || h.Stats().Commands != commands {
+		t.Fatalf("cancelled during Create: %v, open %d, %+v", err, h.OpenShells(), h.Stats())
+	}
 }
 
 func TestWinRMNTLM(t *testing.T) {

@@ -60,6 +60,7 @@ type WinHost struct {
 	seq        int
 	stats      WinStats
 	hang       bool
+	slowCreate time.Duration
 	emu        *windows
 	closeErr   error
 	closed     bool
@@ -213,6 +214,14 @@ func (h *WinHost) OpenShells() int {
 	return len(h.shells)
 }
 
+// SlowCreate makes each Create answer d after the shell exists, as a busy
+// host does: a client that gives up meanwhile has left a shell behind.
+func (h *WinHost) SlowCreate(d time.Duration) {
+	h.mu.Lock()
+	h.slowCreate = d
+	h.mu.Unlock()
+}
+
 // Hang makes every command from now on run until it is signalled, as on a
 // host whose commands stall; the protocol itself keeps answering.
 func (h *WinHost) Hang(on bool) {
@@ -343,7 +352,9 @@ func (h *WinHost) create(w http.ResponseWriter) {
 	id := fmt.Sprintf("SHELL-%08d", h.seq)
 	h.shells[id] = &winShell{id: id, cmds: map[string]*winCmd{}}
 	h.stats.ShellsCreated++
+	slow := h.slowCreate
 	h.mu.Unlock()
+	time.Sleep(slow)
 	reply(w, "http://schemas.xmlsoap.org/ws/2004/09/transfer/CreateResponse",
 		`<x:ResourceCreated><a:ReferenceParameters><w:SelectorSet><w:Selector Name="ShellId">`+id+
 			`</w:Selector></w:SelectorSet></a:ReferenceParameters></x:ResourceCreated><rsp:Shell><rsp:ShellId>`+id+`</rsp:ShellId></rsp:Shell>`)
