@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -29,16 +28,8 @@ func TestHTTPGateway(t *testing.T) {
 	defer srv.Close()
 	post := func(path, body string) (int, map[string]any) {
 		t.Helper()
-		resp, err := http.Post(srv.URL+path, "application/json", strings.NewReader(body))
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
 		var out map[string]any
-		if err := json.NewDecoder(resp.Body).Decode(&out); err != nil {
-			t.Fatalf("%s: %v", path, err)
-		}
-		return resp.StatusCode, out
+		return postJSON(t, srv.URL+path, body, nil, &out), out
 	}
 	hosts := fmt.Sprintf(`"hosts":[{"ip":%q,"bk_cloud_id":0,"bk_supplier_id":0}]`, h.IP)
 	meta := `"meta":{"namespace":"gse","name":"proc-test"}`

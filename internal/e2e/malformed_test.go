@@ -1,18 +1,14 @@
 package e2e
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -218,7 +214,7 @@ func TestMalformedRequestsStartNothing(t *testing.T) {
 	defer c.Close()
 	starter := buildBinary(t, "starter")
 	base := []string{"--temporal-address", server.Address, "--task-queue", cfgQueue}
-	gw := startGateway(t, starter, base)
+	gw := startGateway(t, base)
 	cases := malformedRequests(t)
 	if len(cases) < 50 {
 		t.Fatalf("only %d malformed requests", len(cases))
@@ -286,51 +282,23 @@ type gateway struct {
 
 // startGateway runs `starter serve` on a free port with one app whose
 // secret comes from the environment, as an operator configures it.
-func startGateway(t *testing.T, starter string, base []string) *gateway {
+func startGateway(t *testing.T, base []string) *gateway {
 	t.Helper()
-	conf := filepath.Join(t.TempDir(), "drover.yaml")
+	dir := t.TempDir()
+	conf := filepath.Join(dir, "drover.yaml")
 	if err := os.WriteFile(conf, []byte("apps:\n  - code: chaos\n    secret_env: DROVER_TEST_APP_SECRET\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	const secret = "chaos-app-secret"
-	cmd := exec.Command(starter, append([]string{"serve", "--listen", "127.0.0.1:0", "--config", conf, "--log-level", "error"}, base...)...)
-	cmd.Env = append(os.Environ(), "DROVER_TEST_APP_SECRET="+secret)
-	cmd.Stderr = os.Stderr
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cmd.Process.Kill(); _, _ = cmd.Process.Wait() })
-	addr, err := bufio.NewReader(out).ReadString('\n')
-	if err != nil {
-		t.Fatalf("starter serve printed no address: %v", err)
-	}
-	go func() { _, _ = io.Copy(io.Discard, out) }()
+	_, addr := startBinary(t, "starter", []string{"DROVER_TEST_APP_SECRET=" + secret}, filepath.Join(dir, "serve.log"),
+		append([]string{"serve", "--listen", "127.0.0.1:0", "--config", conf, "--log-level", "error"}, base...)...)
 	auth, _ := json.Marshal(map[string]string{"bk_app_code": "chaos", "bk_app_secret": secret})
-	return &gateway{url: "http://" + strings.TrimSpace(addr), auth: string(auth)}
+	return &gateway{url: "http://" + addr, auth: string(auth)}
 }
 
 // post calls api at the ESB path and decodes the envelope.
 func (g *gateway) post(t *testing.T, api, body string) (int, gseapi.Response) {
 	t.Helper()
-	req, err := http.NewRequest(http.MethodPost, g.url+"/api/c/compapi/v2/gse/"+api+"/", strings.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("X-Bkapi-Authorization", g.auth)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatalf("%s: %v", api, err)
-	}
-	defer resp.Body.Close()
 	var r gseapi.Response
-	if err := json.NewDecoder(resp.Body).Decode(&r); err != nil {
-		t.Fatalf("%s: answer is not the envelope: %v", api, err)
-	}
-	return resp.StatusCode, r
+	return postJSON(t, g.url+"/api/c/compapi/v2/gse/"+api+"/", body, map[string]string{"X-Bkapi-Authorization": g.auth}, &r), r
 }

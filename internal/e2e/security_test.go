@@ -265,6 +265,29 @@ func startBinary(t *testing.T, name string, env []string, logPath string, args .
 	return cmd, ""
 }
 
+// postJSON posts body to url with the given headers, decodes the JSON answer
+// into out and returns the HTTP status.
+func postJSON(t *testing.T, url, body string, header map[string]string, out any) int {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	for k, v := range header {
+		req.Header.Set(k, v)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("%s: %v", url, err)
+	}
+	defer resp.Body.Close()
+	if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
+		t.Fatalf("%s: answer is not JSON: %v", url, err)
+	}
+	return resp.StatusCode
+}
+
 // encryptedKey writes a new key encrypted with passphrase and authorizes
 // it on the bed's hosts.
 func encryptedKey(t *testing.T, bed *testbed.Bed, passphrase string) string {
@@ -331,18 +354,9 @@ hosts:
 
 	post := func(path, body string, header map[string]string) map[string]any {
 		t.Helper()
-		req, _ := http.NewRequest(http.MethodPost, "http://"+addr+path, strings.NewReader(body))
-		for k, v := range header {
-			req.Header.Set(k, v)
-		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
 		var out map[string]any
-		if err := json.NewDecoder(resp.Body).Decode(&out); err != nil || out["result"] != true {
-			t.Fatalf("%s: %d %v %v", path, resp.StatusCode, out, err)
+		if status := postJSON(t, "http://"+addr+path, body, header, &out); out["result"] != true {
+			t.Fatalf("%s: %d %v", path, status, out)
 		}
 		return out
 	}
@@ -666,16 +680,8 @@ func TestNamespaceAllowListOverHTTP(t *testing.T) {
 		"--temporal-address", e.cfg.TemporalAddress, "--task-queue", e.cfg.TaskQueue)
 	post := func(path, body string) (int, gseapiResponse) {
 		t.Helper()
-		resp, err := http.Post("http://"+addr+path, "application/json", strings.NewReader(body))
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
 		var out gseapiResponse
-		if err := json.NewDecoder(resp.Body).Decode(&out); err != nil {
-			t.Fatalf("%s: %v", path, err)
-		}
-		return resp.StatusCode, out
+		return postJSON(t, "http://"+addr+path, body, nil, &out), out
 	}
 	web := `"bk_app_code":"web-team","bk_app_secret":"web-s","bk_username":"alice",`
 	ops := `"bk_app_code":"ops","bk_app_secret":"ops-s","bk_username":"root-op",`

@@ -1,19 +1,14 @@
 package e2e
 
 import (
-	"bufio"
-	"bytes"
 	"encoding/json"
 	"fmt"
-	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
 	"sort"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -139,41 +134,9 @@ func (e *env) startServe(t *testing.T, secret string) *serveProc {
 		t.Fatal(err)
 	}
 	logPath := filepath.Join(dir, "serve.log")
-	logFile, err := os.Create(logPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(buildBinary(t, "starter"), "serve", "--config", cfgPath, "--listen", "127.0.0.1:0")
-	cmd.Env = append(os.Environ(), "DROVER_SURFACE_SECRET="+secret)
-	cmd.Stderr = logFile
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = syscall.Kill(cmd.Process.Pid, syscall.SIGKILL)
-		_ = cmd.Wait()
-		logFile.Close()
-	})
-	addr := make(chan string, 1)
-	go func() {
-		line, _ := bufio.NewReader(stdout).ReadString('\n')
-		addr <- strings.TrimSpace(line)
-	}()
-	select {
-	case a := <-addr:
-		if a == "" {
-			b, _ := os.ReadFile(logPath)
-			t.Fatalf("starter serve did not start:\n%s", b)
-		}
-		return &serveProc{url: "http://" + a, secret: secret, logPath: logPath}
-	case <-time.After(30 * time.Second):
-		t.Fatal("starter serve did not print its address")
-	}
-	return nil
+	_, addr := startBinary(t, "starter", []string{"DROVER_SURFACE_SECRET=" + secret}, logPath,
+		"serve", "--config", cfgPath, "--listen", "127.0.0.1:0")
+	return &serveProc{url: "http://" + addr, secret: secret, logPath: logPath}
 }
 
 func (s *serveProc) post(t *testing.T, path, body string) map[string]any {
@@ -190,15 +153,8 @@ func (s *serveProc) postAs(t *testing.T, path, body, secret string) map[string]a
 	}
 	req["bk_app_code"], req["bk_app_secret"], req["bk_username"] = "ops", secret, "alice"
 	b, _ := json.Marshal(req)
-	resp, err := http.Post(s.url+path, "application/json", bytes.NewReader(b))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
 	var out map[string]any
-	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil {
-		t.Fatalf("%s: answer is not JSON: %v", path, err)
-	}
+	postJSON(t, s.url+path, string(b), nil, &out)
 	return out
 }
 
