@@ -35,9 +35,12 @@ type Host struct {
 	IP         string `koanf:"ip" json:"ip"`
 	CloudID    int    `koanf:"bk_cloud_id" json:"bk_cloud_id"`
 	SupplierID int    `koanf:"bk_supplier_id" json:"bk_supplier_id"`
-	Address    string `koanf:"address" json:"address,omitempty"`
-	Port       int    `koanf:"port" json:"port,omitempty"`
-	User       string `koanf:"user" json:"user,omitempty"`
+	// AgentID is the host's GSE 2.0 agent id, for callers that name hosts by
+	// agent_id_list. Optional: a "<bk_cloud_id>:<ip>" id needs no entry.
+	AgentID string `koanf:"agent_id" json:"agent_id,omitempty"`
+	Address string `koanf:"address" json:"address,omitempty"`
+	Port    int    `koanf:"port" json:"port,omitempty"`
+	User    string `koanf:"user" json:"user,omitempty"`
 	// IdentityFile is a path to a private key; the key itself never enters drover's inputs.
 	IdentityFile string `koanf:"identity_file" json:"identity_file,omitempty"`
 	// PasswordEnv names an environment variable holding the password.
@@ -100,6 +103,7 @@ type Inventory struct {
 	KnownHosts string
 	hosts      map[proc.HostID]Host
 	order      []proc.HostID
+	agents     map[string]proc.HostID
 }
 
 // Load reads and validates an inventory file. Relative paths inside it are
@@ -134,7 +138,7 @@ func build(fs fileSchema, dir string) (*Inventory, error) {
 		}
 		return filepath.Join(dir, p)
 	}
-	inv := &Inventory{KnownHosts: abs(fs.KnownHosts), hosts: map[proc.HostID]Host{}}
+	inv := &Inventory{KnownHosts: abs(fs.KnownHosts), hosts: map[proc.HostID]Host{}, agents: map[string]proc.HostID{}}
 	bastions := map[int]*Bastion{}
 	for id, c := range fs.Clouds {
 		cloud, err := strconv.Atoi(id)
@@ -164,6 +168,12 @@ func build(fs fileSchema, dir string) (*Inventory, error) {
 		}
 		if _, dup := inv.hosts[h.ID()]; dup {
 			return nil, fmt.Errorf("hosts[%d]: duplicate host bk_cloud_id=%d ip=%s", i, h.CloudID, h.IP)
+		}
+		if h.AgentID != "" {
+			if prev, dup := inv.agents[h.AgentID]; dup {
+				return nil, fmt.Errorf("hosts[%d]: agent_id %q is already the id of host %s", i, h.AgentID, prev)
+			}
+			inv.agents[h.AgentID] = h.ID()
 		}
 		inv.hosts[h.ID()] = h
 		inv.order = append(inv.order, h.ID())
@@ -236,9 +246,15 @@ func withDefaults(h, d Host) Host {
 	return h
 }
 
+// MaxAgentIDBytes is the longest agent id GSE callers send.
+const MaxAgentIDBytes = 64
+
 func validate(h Host) error {
 	if net.ParseIP(h.IP) == nil {
 		return fmt.Errorf("ip %q: must be an IPv4 or IPv6 address", h.IP)
+	}
+	if err := validAgentID(h.AgentID); err != nil {
+		return fmt.Errorf("agent_id %q: %w", h.AgentID, err)
 	}
 	if h.CloudID < 0 {
 		return fmt.Errorf("bk_cloud_id %d: must be >= 0", h.CloudID)
@@ -290,6 +306,33 @@ func parseBastion(s string) (*Bastion, error) {
 func (inv *Inventory) Lookup(id proc.HostID) (Host, bool) {
 	h, ok := inv.hosts[id]
 	return h, ok
+}
+
+// ByAgentID finds a host by its GSE agent id: the inventory's agent_id, or
+// the "<bk_cloud_id>:<ip>" form GSE 2.0 gives hosts without one.
+func (inv *Inventory) ByAgentID(agentID string) (Host, bool) {
+	if id, ok := inv.agents[agentID]; ok {
+		return inv.hosts[id], true
+	}
+	if id, ok := proc.ParseCloudIP(agentID); ok {
+		return inv.Lookup(id)
+	}
+	return Host{}, false
+}
+
+// validAgentID keeps an id usable inside ':'-separated result keys: an
+// opaque id has no ':' (that form is "<bk_cloud_id>:<ip>", which needs no
+// inventory entry) and no white space.
+func validAgentID(id string) error {
+	switch {
+	case id == "":
+		return nil
+	case len(id) > MaxAgentIDBytes:
+		return fmt.Errorf("is %d bytes; at most %d", len(id), MaxAgentIDBytes)
+	case strings.ContainsAny(id, ": \t\r\n/"):
+		return fmt.Errorf("must not contain ':', '/' or white space (a \"<bk_cloud_id>:<ip>\" id needs no agent_id)")
+	}
+	return nil
 }
 
 // Hosts returns every host in file order.

@@ -171,3 +171,43 @@ hosts:
 		}
 	}
 }
+
+func TestByAgentID(t *testing.T) {
+	inv, _, err := load(t, `hosts:
+  - {ip: 10.0.0.1, bk_cloud_id: 0, agent_id: 0200000000005254001e8a8b1690000000a1}
+  - {ip: 10.0.0.2, bk_cloud_id: 2}
+`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		id   string
+		want string // ip, or "" for not found
+	}{
+		{"0200000000005254001e8a8b1690000000a1", "10.0.0.1"},
+		{"2:10.0.0.2", "10.0.0.2"}, // the cloud:ip form needs no agent_id
+		{"0:10.0.0.1", "10.0.0.1"},
+		{"0:10.0.0.2", ""}, // wrong cloud
+		{"02:10.0.0.2", ""},
+		{"ffff", ""},
+		{"", ""},
+	} {
+		h, ok := inv.ByAgentID(c.id)
+		if ok != (c.want != "") || h.IP != c.want {
+			t.Errorf("ByAgentID(%q) = %s, %v; want %q", c.id, h.IP, ok, c.want)
+		}
+	}
+}
+
+func TestAgentIDRejects(t *testing.T) {
+	for _, c := range []struct{ hosts, want string }{
+		{"  - {ip: 10.0.0.1, bk_cloud_id: 0, agent_id: a}\n  - {ip: 10.0.0.2, bk_cloud_id: 0, agent_id: a}", `hosts[1]: agent_id "a" is already the id of host 0:10.0.0.1`},
+		{"  - {ip: 10.0.0.1, bk_cloud_id: 0, agent_id: '0:10.0.0.1'}", "must not contain ':'"},
+		{"  - {ip: 10.0.0.1, bk_cloud_id: 0, agent_id: " + strings.Repeat("a", 65) + "}", "is 65 bytes; at most 64"},
+	} {
+		_, _, err := load(t, "hosts:\n"+c.hosts+"\n")
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: got %v, want %q", c.hosts, err, c.want)
+		}
+	}
+}

@@ -5,6 +5,7 @@ package proc
 
 import (
 	"fmt"
+	"net"
 	"strconv"
 	"strings"
 )
@@ -15,7 +16,15 @@ type Target struct {
 	CloudID    int    `json:"bk_cloud_id"`
 	SupplierID int    `json:"bk_supplier_id"`
 	IP         string `json:"ip"`
+	// AgentID is the agent id the caller named the host by
+	// (agent_id_list), exactly as sent; empty when it sent cloud and ip.
+	// An id nothing maps to a host leaves IP empty: that item is
+	// answered "host not in inventory".
+	AgentID string `json:"bk_agent_id,omitempty"`
 }
+
+// Resolved reports whether the target names a host (an ip).
+func (t Target) Resolved() bool { return t.IP != "" }
 
 // HostID is the inventory identity of a host; the supplier id is not part of it.
 type HostID struct {
@@ -26,6 +35,20 @@ type HostID struct {
 func (t Target) HostID() HostID { return HostID{CloudID: t.CloudID, IP: t.IP} }
 
 func (h HostID) String() string { return strconv.Itoa(h.CloudID) + ":" + h.IP }
+
+// ParseCloudIP reads the "<bk_cloud_id>:<ip>" form GSE 2.0 uses as the agent
+// id of a host that has none of its own.
+func ParseCloudIP(s string) (HostID, bool) {
+	cloud, ip, ok := strings.Cut(s, ":")
+	if !ok {
+		return HostID{}, false
+	}
+	n, err := strconv.Atoi(cloud)
+	if err != nil || n < 0 || cloud != strconv.Itoa(n) || net.ParseIP(ip) == nil {
+		return HostID{}, false
+	}
+	return HostID{CloudID: n, IP: ip}, true
+}
 
 // ProcessID names a process on a host by GSE meta.
 type ProcessID struct {
