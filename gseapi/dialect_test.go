@@ -105,7 +105,9 @@ func TestTolerantReadings(t *testing.T) {
 			func(s proc.Spec) bool { return s.StartCheck == 5*time.Second && s.StartCheckEnd == 0 }},
 		{"negative waits and counts: the defaults", APIOperateProcV2,
 			edit(t, edit(t, edit(t, edit(t, opBase, pi+"start_check_begin_time", -1), pi+"op_timeout", -1), pi+"instance_num", -1), pi+"cycle_time", -10),
-			func(s proc.Spec) bool { return s.StartCheck == 0 && s.OpTimeout == 0 && s.InstanceNum == 0 && s.CycleTime == 0 }},
+			func(s proc.Spec) bool {
+				return s.StartCheck == 0 && s.OpTimeout == 0 && s.InstanceNum == 0 && s.CycleTime == 0
+			}},
 		{"periodic without cycle_time: runs when started", APIOperateProcV2, edit(t, opBase, pi+"type", 0),
 			func(s proc.Spec) bool { return s.AutoType == proc.AutoPeriodic && s.CycleTime == 0 }},
 		{"periodic without a rule: runs when started", APIRegisterProcInfo, periodic,
