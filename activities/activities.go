@@ -161,7 +161,7 @@ func (r *opRun) status() HostOpOutput {
 	if f != nil {
 		return failed(*f)
 	}
-	content := proc.EncodeContent(proc.BuildStatus(r.in.Target.IP, r.spec, p.host, p.sample, p.alive, r.in.Registration, p.extras))
+	content := proc.EncodeContent(proc.BuildStatus(r.in.Target, r.spec, p.host, p.sample, p.alive, r.in.Registration, p.extras))
 	res := ok()
 	if !p.alive {
 		res = proc.HostResult{Code: proc.CodeNotRunning, Message: proc.NotRunningMessage(r.spec.ProcName)}
@@ -267,15 +267,37 @@ func (r *opRun) stop() HostOpOutput {
 // process group, then checks that it is gone.
 func (r *opRun) stopAndCheck(p probeResult) HostOpOutput {
 	if cmd := commandFor(r.plat, "stop", r.spec); cmd != "" {
-		if f := r.runControl("stop", cmd); f != nil {
-			return failed(*f)
-		}
-		return r.waitGone("stop", p, r.spec.StopCheck)
+		return r.endByCommand("stop", cmd, p)
 	}
 	if f := r.signal(p, "TERM", r.spec.StopCheck); f != nil {
 		return failed(*f)
 	}
 	return r.waitGone("stop", p, 0)
+}
+
+// endByCommand runs stop_cmd or kill_cmd and judges the op by its outcome:
+// the caller asked for the process to be gone. Real stop scripts exit
+// non-zero once the process has already gone (a second kill finds nothing),
+// so a command that exited non-zero still answers 0 when the process is
+// gone after the check, and error_msg says how the command exited. A
+// command that ran past op_timeout, or a host that could not be reached,
+// stays a failure: nothing is known of the outcome then.
+func (r *opRun) endByCommand(verb, cmd string, before probeResult) HostOpOutput {
+	f := r.runControl(verb, cmd)
+	if f != nil && f.Code != proc.CodeCommandFailed {
+		return failed(*f)
+	}
+	out := r.waitGone(verb, before, r.spec.StopCheck)
+	if f == nil {
+		return out
+	}
+	switch out.Result.Code {
+	case proc.CodeSuccess:
+		out.Result.Message = fmt.Sprintf("process(%s) is gone, but the %s", r.spec.ProcName, f.Message)
+	case proc.CodePostCheck:
+		out.Result.Message += "; the " + f.Message
+	}
+	return out
 }
 
 // waitGone checks, for up to wait, that the probed incarnation is gone.
@@ -373,10 +395,7 @@ func (r *opRun) kill() HostOpOutput {
 			Message: fmt.Sprintf("no need to kill the process(%s) that is not running", r.spec.ProcName)}}
 	}
 	if cmd := commandFor(r.plat, "kill", r.spec); cmd != "" {
-		if f := r.runControl("kill", cmd); f != nil {
-			return failed(*f)
-		}
-		return r.waitGone("kill", p, r.spec.StopCheck)
+		return r.endByCommand("kill", cmd, p)
 	}
 	if f := r.signal(p, "KILL", 0); f != nil {
 		return failed(*f)

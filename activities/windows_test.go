@@ -63,8 +63,8 @@ func TestParseWindowsProbeStatus(t *testing.T) {
 	if ex.Version != "nginx version: nginx/1.27.2" || !ex.Healthy {
 		t.Fatalf("extras %+v", ex)
 	}
-	st := proc.BuildStatus("10.0.0.9", proc.Spec{ProcName: "nginx"}, host, p, true, proc.Registration{}, ex)
-	if inst := st.Process[0].Instance[0]; inst.Pid != 6312 || inst.StartTime != 1795320000 || inst.ElapsedTime != 4664 || inst.UsePhyMem != 268435456 {
+	st := proc.BuildStatus(proc.Target{IP: "10.0.0.9"}, proc.Spec{ProcName: "nginx"}, host, p, true, proc.Registration{}, ex)
+	if inst := st.Process[0].Instance[0]; inst.Pid != 6312 || inst.StartTime != "1795320000" || inst.ElapsedTime != 4664 || inst.UsePhyMem != 268435456 || inst.Health != "1" {
 		t.Fatalf("status instance %+v", inst)
 	}
 }

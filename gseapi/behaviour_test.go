@@ -189,19 +189,26 @@ func TestOperateProcMultiShapes(t *testing.T) {
 }
 
 func TestAcceptedShapes(t *testing.T) {
-	for api, want := range map[string]string{
-		APIOperateProcess:   `{"result":true,"code":0,"message":"success","data":{"task_id":"GSETASK:1"}}`,
-		APIOperateProcMulti: `{"result":true,"code":0,"message":"success","data":{"task_id":"GSETASK:1"}}`,
-		APIOperateProc:      `{"result":true,"code":0,"message":"success","data":{"bk_gse_taskid":"GSETASK:1"}}`,
-		APIOperateProcV2:    `{"result":true,"code":0,"message":"success","data":{"bk_gse_taskid":"GSETASK:1"}}`,
-		APIManageProc:       `{"result":true,"code":0,"message":"success","data":{"bk_gse_taskid":"GSETASK:1"}}`,
+	for _, c := range []struct {
+		api      string
+		metaForm bool
+		want     string
+	}{
+		{APIOperateProcess, false, `{"result":true,"code":0,"message":"success","data":{"task_id":"GSETASK:1"}}`},
+		{APIOperateProcMulti, false, `{"result":true,"code":0,"message":"success","data":{"task_id":"GSETASK:1"}}`},
+		{APIOperateProc, false, `{"result":true,"code":0,"message":"success","data":{"bk_gse_taskid":"GSETASK:1"}}`},
+		{APIOperateProcV2, false, `{"result":true,"code":0,"message":"success","data":{"bk_gse_taskid":"GSETASK:1"}}`},
+		{APIManageProc, false, `{"result":true,"code":0,"message":"success","data":{"bk_gse_taskid":"GSETASK:1"}}`},
+		// GSE 2.0's meta form is read back by data.task_id.
+		{APIOperateProc, true, `{"result":true,"code":0,"message":"success","data":{"task_id":"GSETASK:1"}}`},
+		{APIOperateProcV2, true, `{"result":true,"code":0,"message":"success","data":{"task_id":"GSETASK:1"}}`},
 	} {
-		b, _ := json.Marshal(Accepted(api, "GSETASK:1"))
-		if string(b) != want || Synchronous(api) {
-			t.Errorf("%s: %s", api, b)
+		b, _ := json.Marshal(Accepted(&Task{API: c.api, MetaForm: c.metaForm}, "GSETASK:1"))
+		if string(b) != c.want || Synchronous(c.api) {
+			t.Errorf("%s (meta form %v): %s", c.api, c.metaForm, b)
 		}
 	}
-	if r := Accepted("nope", "GSETASK:1"); r.Result || r.Code != CodeBadRequest {
+	if r := Accepted(&Task{API: "nope"}, "GSETASK:1"); r.Result || r.Code != CodeBadRequest {
 		t.Errorf("unknown api: %+v", r)
 	}
 }
@@ -209,7 +216,7 @@ func TestAcceptedShapes(t *testing.T) {
 func TestSyncResponseFillsPending(t *testing.T) {
 	task := mustTask(t, APIRegisterProcInfo, regBase)
 	done := task.Items[0].Key()
-	resp := SyncResponse(task, map[string]proc.HostResult{done: {Code: proc.CodeSuccess, Message: "success"}})
+	resp := SyncResponse(task, []proc.KeyedResult{{Key: done, HostResult: proc.HostResult{Code: proc.CodeSuccess, Message: "success"}}})
 	b, _ := json.Marshal(resp)
 	want := `{"result":true,"code":0,"message":"success","data":{"0:0:10.0.0.1:gse:p":{"error_code":0,"error_msg":"success","content":""},"0:0:10.0.0.2:gse:p":{"error_code":115,"error_msg":"in progress","content":""}}}`
 	if string(b) != want {

@@ -20,14 +20,19 @@ const (
 	APIGetProcOperateResult = "get_proc_operate_result"
 	APIGetProcStatus        = "get_proc_status"
 	APISyncProcStatus       = "sync_proc_status"
+	// GSE 2.0's result and status APIs: the same questions, answered in
+	// the forms GSE 2.0 callers look up (see the dialect in the README).
+	APIGetProcOperateResultV2 = "get_proc_operate_result_v2"
+	APIGetProcStatusV2        = "get_proc_status_v2"
 )
 
 // APIs lists every API name drover answers, in a stable order: first the
-// eight that start a task (DecodeTask), then the three queries.
+// eight that start a task (DecodeTask), then the five queries.
 var APIs = []string{
 	APIOperateProcess, APIOperateProc, APIOperateProcV2, APIOperateProcMulti, APIManageProc,
 	APIRegisterProcInfo, APIUpdateProcInfo, APIUnregisterProcInfo,
 	APIGetProcOperateResult, APIGetProcStatus, APISyncProcStatus,
+	APIGetProcOperateResultV2, APIGetProcStatusV2,
 }
 
 // Task is any accepted request that starts work, ready for a workflow.
@@ -36,6 +41,9 @@ type Task struct {
 	Op     proc.OpType // may be invalid: each item is then answered 832
 	Items  []proc.Item // one per (host, process)
 	Manage bool        // seed 003 register: also mark the process managed
+	// MetaForm: operate_proc(_v2) came in GSE 2.0's meta form, whose
+	// callers read data.task_id rather than data.bk_gse_taskid.
+	MetaForm bool
 	// Caller is for authentication at the edge only. It is never
 	// forwarded, and json:"-" keeps it out of any JSON-encoded workflow
 	// input or history should a Task be passed whole.
@@ -60,6 +68,20 @@ func DecodeTask(api string, body []byte) (*Task, error) {
 		t.Op, t.Items = r.Items()
 		t.uses = metaNamespace(r.Meta.Namespace)
 	case APIOperateProc, APIOperateProcV2:
+		meta, err := isMetaForm(body)
+		if err != nil {
+			return nil, err
+		}
+		if meta {
+			r, err := decodeMetaForm(body)
+			if err != nil {
+				return nil, err
+			}
+			t.Caller, t.MetaForm = r.Caller, true
+			t.Op, t.Items = gseOp(*r.OpType), r.items()
+			t.uses = metaNamespace(r.Meta.Namespace)
+			break
+		}
 		r, err := DecodeOperateProc(body)
 		if err != nil {
 			return nil, err
@@ -97,7 +119,7 @@ func DecodeTask(api string, body []byte) (*Task, error) {
 		t.Caller = r.Caller
 		t.Op, t.Items = r.Items()
 		t.uses = metaNamespace(r.Meta.Namespace)
-	case APIGetProcOperateResult, APIGetProcStatus, APISyncProcStatus:
+	case APIGetProcOperateResult, APIGetProcStatus, APISyncProcStatus, APIGetProcOperateResultV2, APIGetProcStatusV2:
 		return nil, fieldErr("api", "%q is a query and starts no task", api)
 	default:
 		return nil, fieldErr("api", "unknown API %q; want one of %s", api, strings.Join(APIs[:8], ", "))
@@ -126,37 +148,42 @@ type GseTaskData struct {
 }
 
 // Accepted is the answer to an accepted asynchronous request:
-// operate_process and operate_proc_multi answer data {"task_id"},
-// operate_proc, operate_proc_v2 and manage_proc data {"bk_gse_taskid"}.
-// The synchronous registry APIs answer with SyncResponse; should one reach
-// here, it gets {"task_id"} so the work can still be polled. An unknown API
-// gets a bad-request failure.
-func Accepted(api, taskID string) Response {
-	switch api {
+// operate_process, operate_proc_multi and operate_proc's meta form answer
+// data {"task_id"}; the seeds' operate_proc, operate_proc_v2 and
+// manage_proc data {"bk_gse_taskid"}. The synchronous registry APIs answer
+// with SyncResponse; should one reach here, it gets {"task_id"} so the work
+// can still be polled.
+func Accepted(t *Task, taskID string) Response {
+	switch t.API {
 	case APIOperateProc, APIOperateProcV2, APIManageProc:
-		return OK(GseTaskData{BkGseTaskID: taskID})
+		if !t.MetaForm {
+			return OK(GseTaskData{BkGseTaskID: taskID})
+		}
+		return OK(TaskData{TaskID: taskID})
 	case APIOperateProcess, APIOperateProcMulti,
 		APIRegisterProcInfo, APIUpdateProcInfo, APIUnregisterProcInfo:
 		return OK(TaskData{TaskID: taskID})
 	}
-	return Failure(0, fieldErr("api", "unknown task API %q", api))
+	return Failure(0, fieldErr("api", "unknown task API %q", t.API))
 }
 
 // SyncResponse is a registry API's answer: data keyed by each item's
 // documented result key. An item missing from results (its host has not
 // answered before the request's deadline) is reported 115, which seed 004
 // documents as "in progress, retry".
-func SyncResponse(t *Task, results map[string]proc.HostResult) Response {
-	all := make(map[string]proc.HostResult, len(t.Items))
-	for _, it := range t.Items {
-		k := it.Key()
-		if r, ok := results[k]; ok {
-			all[k] = r
-		} else {
-			all[k] = proc.Pending()
+func SyncResponse(t *Task, results []proc.KeyedResult) Response {
+	got := make(map[string]proc.HostResult, len(results))
+	for _, r := range results {
+		got[r.Key] = r.HostResult
+	}
+	all := make([]proc.KeyedResult, len(t.Items))
+	for i, it := range t.Items {
+		all[i] = proc.KeyedResult{Key: it.Key(), HostResult: proc.Pending()}
+		if r, ok := got[all[i].Key]; ok {
+			all[i].HostResult = r
 		}
 	}
-	return OK(ResultData(all))
+	return OK(ResultData(all, func(r proc.KeyedResult) string { return r.Key }))
 }
 
 // String names a task without any caller field, for logs.

@@ -43,11 +43,12 @@ type HostResultJSON struct {
 	Content   string `json:"content"`
 }
 
-// ResultData renders per-key results as get_proc_operate_result's data.
-func ResultData(results map[string]proc.HostResult) map[string]HostResultJSON {
+// ResultData renders per-item results as get_proc_operate_result's data,
+// each under the key key gives it.
+func ResultData(results []proc.KeyedResult, key func(proc.KeyedResult) string) map[string]HostResultJSON {
 	out := make(map[string]HostResultJSON, len(results))
-	for k, r := range results {
-		out[k] = HostResultJSON{ErrorCode: int(r.Code), ErrorMsg: r.Message, Content: r.Content}
+	for _, r := range results {
+		out[key(r)] = HostResultJSON{ErrorCode: int(r.Code), ErrorMsg: r.Message, Content: r.Content}
 	}
 	return out
 }

@@ -207,28 +207,18 @@ func percent(field string, v *float64) (float64, error) {
 	return *v, nil
 }
 
-// seconds checks a count of seconds; absent and 0 both mean "default".
+// seconds reads a count of seconds. Absent, 0 and negative all mean the
+// default (a caller's 0 is documented so; a negative wait has no other
+// reading). The maximum stays a refusal: it keeps a host's op queue from
+// being held for days by a typo.
 func seconds(field string, v *int, max int) (time.Duration, error) {
-	if v == nil {
+	if v == nil || *v <= 0 {
 		return 0, nil
-	}
-	if *v < 0 {
-		return 0, fieldErr(field, "must be >= 0 seconds, got %d", *v)
 	}
 	if *v > max {
 		return 0, fieldErr(field, "must be at most %d seconds, got %d", max, *v)
 	}
 	return Seconds(*v), nil
-}
-
-func nonNegative(field string, v *int) (int, error) {
-	if v == nil {
-		return 0, nil
-	}
-	if *v < 0 {
-		return 0, fieldErr(field, "must be >= 0, got %d", *v)
-	}
-	return *v, nil
 }
 
 func isNull(raw json.RawMessage) bool {

@@ -106,8 +106,8 @@ func checkItem(t *testing.T, api string, it proc.Item) {
 	if s.AutoType < proc.AutoPeriodic || s.AutoType > proc.AutoOneShot {
 		t.Fatalf("auto type %v", s.AutoType)
 	}
-	if s.AutoType == proc.AutoPeriodic && s.CycleTime == 0 && s.CrontabRule == "" {
-		t.Fatalf("periodic without a period: %+v", s)
+	if s.StartCheckEnd != 0 && s.StartCheckEnd < s.StartCheck {
+		t.Fatalf("start check ends before it begins: %+v", s)
 	}
 	switch s.ShellExt {
 	case "", proc.ShellSh, proc.ShellBat, proc.ShellPS1:
@@ -115,7 +115,7 @@ func checkItem(t *testing.T, api string, it proc.Item) {
 		t.Fatalf("shell ext %q", s.ShellExt)
 	}
 	for _, c := range s.ConfigMap {
-		if !isAbsPath(c.Path) || !isMD5(c.MD5) {
+		if !isAbsPath(c.Path) || hasControl(c.MD5) || c.MD5 != strings.ToLower(c.MD5) {
 			t.Fatalf("configmap %+v", c)
 		}
 	}

@@ -12,9 +12,10 @@ import (
 type Engine interface {
 	// Start begins the task and returns its task id.
 	Start(ctx context.Context, t *Task) (string, error)
-	// Results returns every host's result so far (pending ones 115); with
-	// wait it first waits for the task to finish.
-	Results(ctx context.Context, taskID string, wait bool) (map[string]proc.HostResult, error)
+	// Results returns every item's result so far (pending ones 115)
+	// under its v1 key, with the agent id it was named by; with wait it
+	// first waits for the task to finish.
+	Results(ctx context.Context, taskID string, wait bool) ([]proc.KeyedResult, error)
 }
 
 // Errors an Engine returns that callers tell apart.
@@ -50,14 +51,14 @@ func Call(ctx context.Context, e Engine, api string, body []byte, wait bool) (Re
 // request touches must be in its grant, checked before anything starts.
 func CallAs(ctx context.Context, e Engine, api string, body []byte, wait bool, g *Grant) (Response, Outcome) {
 	switch api {
-	case APIGetProcOperateResult:
+	case APIGetProcOperateResult, APIGetProcOperateResultV2:
 		q, err := DecodeResultQuery(body)
 		if err != nil {
 			return Failure(0, err), OutcomeBadRequest
 		}
-		return resultsFor(ctx, e, q.TaskID, false, g)
-	case APIGetProcStatus:
-		return getProcStatus(ctx, e, body, g)
+		return resultsFor(ctx, e, q.TaskID, false, g, api == APIGetProcOperateResultV2)
+	case APIGetProcStatus, APIGetProcStatusV2:
+		return getProcStatus(ctx, e, body, g, api == APIGetProcStatusV2)
 	case APISyncProcStatus:
 		return syncProcStatus(ctx, e, body, g)
 	}
@@ -71,6 +72,7 @@ func CallAs(ctx context.Context, e Engine, api string, body []byte, wait bool, g
 	if g != nil {
 		t.Caller = g.Caller
 	}
+	resolveAgents(e, t.Items)
 	id, err := e.Start(ctx, t)
 	if err != nil {
 		return Failure(CodeUnavailable, err), OutcomeUnavailable
@@ -88,14 +90,15 @@ func CallAs(ctx context.Context, e Engine, api string, body []byte, wait bool, g
 		return SyncResponse(t, res), outcomeOf(res)
 	}
 	if !wait {
-		return Accepted(api, id), OutcomeOK
+		return Accepted(t, id), OutcomeOK
 	}
-	return resultsFor(ctx, e, id, true, g)
+	return resultsFor(ctx, e, id, true, g, false)
 }
 
-// resultsFor answers get_proc_operate_result; a task touching a namespace
-// outside the grant is refused whole.
-func resultsFor(ctx context.Context, e Engine, taskID string, wait bool, g *Grant) (Response, Outcome) {
+// resultsFor answers get_proc_operate_result, or with v2 its GSE 2.0 twin
+// (keys in the form the table in the README gives); a task touching a
+// namespace outside the grant is refused whole.
+func resultsFor(ctx context.Context, e Engine, taskID string, wait bool, g *Grant, v2 bool) (Response, Outcome) {
 	res, err := e.Results(ctx, taskID, wait)
 	switch {
 	case errors.Is(err, ErrTaskNotFound):
@@ -106,10 +109,14 @@ func resultsFor(ctx context.Context, e Engine, taskID string, wait bool, g *Gran
 	if err := g.checkResults("task_id", res); err != nil {
 		return forbidden(err)
 	}
-	return OK(ResultData(res)), outcomeOf(res)
+	key := func(r proc.KeyedResult) string { return r.Key }
+	if v2 {
+		key = proc.KeyV2Of
+	}
+	return OK(ResultData(res, key)), outcomeOf(res)
 }
 
-func outcomeOf(res map[string]proc.HostResult) Outcome {
+func outcomeOf(res []proc.KeyedResult) Outcome {
 	for _, r := range res {
 		if r.Code != proc.CodeSuccess {
 			return OutcomeHostsFailed
@@ -123,9 +130,9 @@ func outcomeOf(res map[string]proc.HostResult) Outcome {
 func Validate(api string, body []byte) error {
 	var err error
 	switch api {
-	case APIGetProcOperateResult:
+	case APIGetProcOperateResult, APIGetProcOperateResultV2:
 		_, err = DecodeResultQuery(body)
-	case APIGetProcStatus:
+	case APIGetProcStatus, APIGetProcStatusV2:
 		_, err = DecodeStatusQuery(body)
 	case APISyncProcStatus:
 		_, err = DecodeSyncQuery(body)

@@ -22,7 +22,9 @@ type App struct {
 
 // Gateway serves the GSE APIs over HTTP at the BlueKing ESB paths
 // (POST /api/c/compapi/v2/gse/<api_name>/) and the GSE 2.0 gateway paths
-// (POST /api/v2/proc/<api_name>), with GET /healthz.
+// (POST /api/v2/proc/<api_name>), each with and without the trailing slash
+// (callers send both), with GET /healthz. Tenant headers (X-Bk-Tenant-Id)
+// are accepted and ignored: drover has one tenant.
 type Gateway struct {
 	Engine Engine
 	Apps   []App
@@ -38,6 +40,7 @@ func (g *Gateway) Handler() http.Handler {
 	mux.HandleFunc("POST /api/c/compapi/v2/gse/{api}/", g.serveAPI)
 	mux.HandleFunc("POST /api/c/compapi/v2/gse/{api}", g.serveAPI)
 	mux.HandleFunc("POST /api/v2/proc/{api}", g.serveAPI)
+	mux.HandleFunc("POST /api/v2/proc/{api}/", g.serveAPI)
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = io.WriteString(w, `{"result":true,"code":0,"message":"ok","data":null}`)

@@ -21,8 +21,8 @@ func (e *recordingEngine) Start(_ context.Context, t *Task) (string, error) {
 	return "GSETASK:20261122000000:000000000001", nil
 }
 
-func (e *recordingEngine) Results(context.Context, string, bool) (map[string]proc.HostResult, error) {
-	return map[string]proc.HostResult{}, nil
+func (e *recordingEngine) Results(context.Context, string, bool) ([]proc.KeyedResult, error) {
+	return nil, nil
 }
 
 const opBody = `"meta":{"namespace":"gse","name":"p"},"op_type":2,"hosts":[{"ip":"10.0.0.1","bk_cloud_id":0,"bk_supplier_id":0}]}`

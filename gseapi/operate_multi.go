@@ -7,13 +7,53 @@ import (
 )
 
 // MultiEntry is one operate_process-like entry of operate_proc_multi, with
-// an optional register_proc_info spec to act on instead of the registered one.
+// an optional register_proc_info spec to act on instead of the registered
+// one. It is also the whole body of operate_proc's meta form.
 type MultiEntry struct {
-	Meta   Meta      `json:"meta"`
-	Hosts  []HostRef `json:"hosts"`
+	Meta Meta `json:"meta"`
+	HostList
 	OpType *int      `json:"op_type"`
 	Spec   *SpecJSON `json:"spec"`
+
+	targets []proc.Target
+	spec    *proc.Spec
 }
+
+// decode validates the entry under field f (its path prefix).
+func (e *MultiEntry) decode(f string) error {
+	if err := validateMeta(prefixPath(f, "meta"), e.Meta); err != nil {
+		return err
+	}
+	targets, err := e.HostList.targets(f)
+	if err != nil {
+		return err
+	}
+	if e.OpType == nil {
+		return fieldErr(prefixPath(f, "op_type"), "is required")
+	}
+	e.targets = targets
+	if e.Spec == nil || lookupOnly(*e.OpType, e.Spec) {
+		return nil
+	}
+	s, _, err := e.Spec.toSpec(prefixPath(f, "spec"), e.Meta)
+	if err != nil {
+		return err
+	}
+	e.spec = &s
+	return nil
+}
+
+// lookupOnly reports a status query whose spec only names the process:
+// callers send identity.proc_name with every other field "" or 0 (even
+// auto_type 0). It probes the spec registered for meta on each host, and a
+// host where none is registered answers 9106; such a spec cannot be probed
+// itself, as it has no pid file.
+func lookupOnly(op int, s *SpecJSON) bool {
+	return op == int(proc.OpStatus) && (s.Identity == nil || s.Identity.PidPath == "")
+}
+
+// items is one item per host, with the entry's inline spec when it has one.
+func (e *MultiEntry) items() []proc.Item { return metaItems(e.Meta, e.targets, e.spec) }
 
 // OperateProcMultiRequest is operate_proc_multi: several processes under one
 // task. The body is {"proc_operate_req": [...]} (GSE 2.0's field) or, as some
@@ -22,8 +62,7 @@ type OperateProcMultiRequest struct {
 	Caller
 	Entries []MultiEntry `json:"proc_operate_req"`
 
-	specs []*proc.Spec
-	root  string // "proc_operate_req", or "" for a bare array
+	root string // "proc_operate_req", or "" for a bare array
 }
 
 // DecodeOperateProcMulti decodes and validates operate_proc_multi.
@@ -52,7 +91,7 @@ func DecodeOperateProcMulti(body []byte) (*OperateProcMultiRequest, error) {
 }
 
 type multiKey struct {
-	host proc.HostID
+	host string // the host as named: cloud:ip, or the agent id
 	id   proc.ProcessID
 }
 
@@ -64,43 +103,32 @@ func (r *OperateProcMultiRequest) validate(root string) error {
 		}
 		return fieldErr(f, "is required and must list at least one entry")
 	}
-	r.specs = make([]*proc.Spec, len(r.Entries))
 	seen := map[multiKey]string{}
 	total := 0
 	for i := range r.Entries {
 		e := &r.Entries[i]
 		ef := indexed(root, i)
-		if err := validateMeta(prefixPath(ef, "meta"), e.Meta); err != nil {
+		if err := e.decode(ef); err != nil {
 			return err
-		}
-		if err := validateHosts(prefixPath(ef, "hosts"), e.Hosts); err != nil {
-			return err
-		}
-		if e.OpType == nil {
-			return fieldErr(prefixPath(ef, "op_type"), "is required")
 		}
 		if first := r.Entries[0].OpType; *e.OpType != *first {
 			return fieldErr(prefixPath(ef, "op_type"), "is %d but %s is %d; all entries of one request must share one op_type", *e.OpType, prefixPath(indexed(root, 0), "op_type"), *first)
 		}
-		total += len(e.Hosts)
+		total += len(e.targets)
 		if total > MaxHosts {
 			return fieldErr(prefixPath(ef, "hosts"), "brings the request to %d (host, process) pairs; at most %d", total, MaxHosts)
 		}
 		id := proc.ProcessID{Namespace: e.Meta.Namespace, Name: e.Meta.Name}
-		for j, h := range e.Hosts {
+		for j, t := range e.targets {
 			hf := indexed(prefixPath(ef, "hosts"), j)
-			k := multiKey{proc.HostID{CloudID: *h.CloudID, IP: h.IP}, id}
+			if e.AgentIDs != nil {
+				hf = indexed(prefixPath(ef, "agent_id_list"), j)
+			}
+			k := multiKey{t.AgentIDOrHost(), id}
 			if prev, dup := seen[k]; dup {
-				return fieldErr(hf, "duplicates %s: bk_cloud_id %d, ip %s, process %s/%s", prev, *h.CloudID, h.IP, id.Namespace, id.Name)
+				return fieldErr(hf, "duplicates %s: host %s, process %s/%s", prev, k.host, id.Namespace, id.Name)
 			}
 			seen[k] = hf
-		}
-		if e.Spec != nil {
-			s, _, err := e.Spec.toSpec(prefixPath(ef, "spec"), e.Meta)
-			if err != nil {
-				return err
-			}
-			r.specs[i] = &s
 		}
 	}
 	return nil
@@ -109,21 +137,9 @@ func (r *OperateProcMultiRequest) validate(root string) error {
 // Items translates the request: one item per (entry, host), with the entry's
 // inline spec when it has one.
 func (r *OperateProcMultiRequest) Items() (proc.OpType, []proc.Item) {
-	n := 0
-	for _, e := range r.Entries {
-		n += len(e.Hosts)
-	}
-	items := make([]proc.Item, 0, n)
-	for i, e := range r.Entries {
-		id := proc.ProcessID{Namespace: e.Meta.Namespace, Name: e.Meta.Name}
-		for _, h := range e.Hosts {
-			it := proc.Item{Target: h.Target(), Process: id}
-			if r.specs[i] != nil {
-				s := *r.specs[i]
-				it.Spec = &s
-			}
-			items = append(items, it)
-		}
+	var items []proc.Item
+	for i := range r.Entries {
+		items = append(items, r.Entries[i].items()...)
 	}
 	return gseOp(*r.Entries[0].OpType), items
 }

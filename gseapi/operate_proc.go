@@ -2,10 +2,8 @@ package gseapi
 
 import (
 	"encoding/json"
-	"net"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/drover-sh/drover/proc"
 )
@@ -147,13 +145,17 @@ func decodeProcInfos(infos []ProcInfo, manage bool) ([]decodedProc, error) {
 	for i := range infos {
 		f := indexed("process_infos", i)
 		p := &infos[i]
-		spec, nameField, err := p.spec(f, manage)
+		in, err := p.input(f, manage)
 		if err != nil {
 			return nil, err
 		}
-		name := spec.ProcName
+		spec, err := in.build()
+		if err != nil {
+			return nil, err
+		}
+		name, nameField := spec.ProcName, "proc_name"
 		if p.ValueKey != "" {
-			name = p.ValueKey
+			name, nameField = p.ValueKey, "value_key"
 		}
 		if err := validateName(f+"."+nameField, name); err != nil {
 			fe := err.(*FieldError)
@@ -191,183 +193,46 @@ func decodeProcInfos(infos []ProcInfo, manage bool) ([]decodedProc, error) {
 }
 
 func (ip IPRef) target(field string) (proc.Target, error) {
-	if ip.CloudID == nil {
-		return proc.Target{}, fieldErr(field+".bk_cloud_id", "is required")
-	}
-	if *ip.CloudID < 0 {
-		return proc.Target{}, fieldErr(field+".bk_cloud_id", "must be >= 0, got %d", *ip.CloudID)
-	}
-	if ip.IP == "" {
-		return proc.Target{}, fieldErr(field+".ip", "is required")
-	}
-	if net.ParseIP(ip.IP) == nil {
-		return proc.Target{}, fieldErr(field+".ip", "%q is not an IPv4 or IPv6 address", ip.IP)
-	}
-	sup := 0
-	if ip.SupplierID != nil {
-		if *ip.SupplierID < 0 {
-			return proc.Target{}, fieldErr(field+".bk_supplier_id", "must be >= 0, got %d", *ip.SupplierID)
-		}
-		sup = *ip.SupplierID
-	}
-	return proc.Target{CloudID: *ip.CloudID, SupplierID: sup, IP: ip.IP}, nil
+	return HostRef{IP: ip.IP, CloudID: ip.CloudID, SupplierID: ip.SupplierID}.target(field)
 }
 
-// spec validates every field and builds the domain spec. nameField is the
-// field the result-key name comes from. manage selects seed 003's rules:
-// proc_owner required, setup_path and pid_path optional.
-func (p *ProcInfo) spec(f string, manage bool) (s proc.Spec, nameField string, err error) {
-	if err := validateProcName(f+".proc_name", p.ProcName); err != nil {
-		return s, "", err
-	}
-	contact := p.Contact
-	if manage {
-		if p.ProcOwner == "" {
-			return s, "", fieldErr(f+".proc_owner", "is required")
-		}
-		if p.Contact != "" && p.Contact != p.ProcOwner {
-			return s, "", fieldErr(f+".contact", "conflicts with proc_owner (%q vs %q); both name the contact", p.Contact, p.ProcOwner)
-		}
-		contact = p.ProcOwner
-		if err := validateText(f+".proc_owner", p.ProcOwner); err != nil {
-			return s, "", err
-		}
-	} else if p.ProcOwner != "" && p.Contact != "" && p.Contact != p.ProcOwner {
-		return s, "", fieldErr(f+".proc_owner", "conflicts with contact (%q vs %q); both name the contact", p.ProcOwner, p.Contact)
-	} else if contact == "" {
-		contact = p.ProcOwner
-	}
-	if err := validateText(f+".contact", contact); err != nil {
-		return s, "", err
-	}
-	for _, c := range []struct {
-		field, v string
-		required bool
-	}{
-		{"setup_path", p.SetupPath, !manage},
-		{"pid_path", p.PidPath, !manage},
-		{"cfg_path", p.CfgPath, false},
-		{"log_path", p.LogPath, false},
-	} {
-		if err := validatePath(f+"."+c.field, c.v, c.required); err != nil {
-			return s, "", err
-		}
-	}
-	if err := validateAccount(f+".account", p.Account); err != nil {
-		return s, "", err
-	}
-	ext, err := shellExt(f+".cmd_shell_ext", p.CmdShellExt)
-	if err != nil {
-		return s, "", err
-	}
-	for _, c := range []struct{ field, v string }{
-		{"start_cmd", p.StartCmd}, {"stop_cmd", p.StopCmd}, {"restart_cmd", p.RestartCmd},
-		{"reload_cmd", p.ReloadCmd}, {"kill_cmd", p.KillCmd},
-	} {
-		if err := validateCommand(f+"."+c.field, c.v); err != nil {
-			return s, "", err
-		}
+// input maps a process_infos entry under field f onto the one spec builder.
+// manage selects seed 003's reading: setup_path and pid_path optional (a
+// spec without a pid_path is refused per host when an op needs liveness),
+// proc_owner the contact. Tolerant readings: a contact and a proc_owner that
+// differ keep the form's own field (proc_owner for manage_proc, contact
+// elsewhere); a missing proc_owner leaves no contact.
+func (p *ProcInfo) input(f string, manage bool) (specInput, error) {
+	contact := text{f + ".contact", p.Contact}
+	if (manage && p.ProcOwner != "") || contact.v == "" {
+		contact = text{f + ".proc_owner", p.ProcOwner}
 	}
 	funcID, _, err := stringOrInt(f+".func_id", p.FuncID)
 	if err != nil {
-		return s, "", err
-	}
-	if err := validateText(f+".func_id", funcID); err != nil {
-		return s, "", err
+		return specInput{}, err
 	}
 	instID, _, err := stringOrInt(f+".instance_id", p.InstanceID)
 	if err != nil {
-		return s, "", err
+		return specInput{}, err
 	}
-	if err := validateText(f+".instance_id", instID); err != nil {
-		return s, "", err
-	}
-	nameField = "proc_name"
-	if p.ValueKey != "" {
-		nameField = "value_key"
-	}
-	auto, cycle, err := autoType(f, p.Type, p.CycleTime)
-	if err != nil {
-		return s, "", err
-	}
-	instNum, err := nonNegative(f+".instance_num", p.InstanceNum)
-	if err != nil {
-		return s, "", err
-	}
-	begin, err := seconds(f+".start_check_begin_time", p.StartCheckBeginTime, MaxCheckSecs)
-	if err != nil {
-		return s, "", err
-	}
-	end, err := seconds(f+".start_check_end_time", p.StartCheckEndTime, MaxCheckSecs)
-	if err != nil {
-		return s, "", err
-	}
-	if begin > 0 && end > 0 && end < begin {
-		return s, "", fieldErr(f+".start_check_end_time", "must be >= start_check_begin_time (%d), got %d", *p.StartCheckBeginTime, *p.StartCheckEndTime)
-	}
-	opTimeout, err := seconds(f+".op_timeout", p.OpTimeout, MaxOpTimeoutSecs)
-	if err != nil {
-		return s, "", err
-	}
-	cpu, err := percent(f+".cpu_lmt", p.CPULmt)
-	if err != nil {
-		return s, "", err
-	}
-	mem, err := percent(f+".mem_lmt", p.MemLmt)
-	if err != nil {
-		return s, "", err
-	}
-	s = proc.Spec{
-		ProcName:      p.ProcName,
-		SetupPath:     p.SetupPath,
-		PidPath:       pidFile(p.PidPath, p.ProcName),
-		ConfigPath:    p.CfgPath,
-		LogPath:       p.LogPath,
-		Account:       p.Account,
-		Contact:       contact,
-		ShellExt:      ext,
-		StartCmd:      p.StartCmd,
-		StopCmd:       p.StopCmd,
-		RestartCmd:    p.RestartCmd,
-		ReloadCmd:     p.ReloadCmd,
-		KillCmd:       p.KillCmd,
-		FuncID:        funcID,
-		InstanceID:    instID,
-		ValueKey:      p.ValueKey,
-		InstanceNum:   instNum,
-		CPULimit:      cpu,
-		MemLimit:      mem,
-		AutoType:      auto,
-		CycleTime:     cycle,
-		StartCheck:    begin,
-		StartCheckEnd: end,
-		OpTimeout:     opTimeout,
-	}
-	return s, nameField, nil
-}
-
-// autoType reads `type` and `cycle_time`. An omitted type is resident (1):
-// the seed examples of plain operate calls omit it, and seed 003's
-// documented default of 0 (periodic) cannot run without a cycle_time. An
-// explicit 0 requires cycle_time > 0 for the same reason.
-func autoType(f string, typ, cycle *int) (proc.AutoType, time.Duration, error) {
-	c, err := seconds(f+".cycle_time", cycle, MaxPeriodSecs)
-	if err != nil {
-		return 0, 0, err
-	}
-	if typ == nil {
-		return proc.AutoResident, c, nil
-	}
-	switch a := proc.AutoType(*typ); a {
-	case proc.AutoPeriodic:
-		if c == 0 {
-			return 0, 0, fieldErr(f+".cycle_time", "is required and must be > 0 when type is 0 (periodic)")
-		}
-		return a, c, nil
-	case proc.AutoResident, proc.AutoOneShot:
-		return a, c, nil
-	}
-	return 0, 0, fieldErr(f+".type", "must be 0 (periodic), 1 (resident) or 2 (one-shot), got %d", *typ)
+	return specInput{
+		procName: text{f + ".proc_name", p.ProcName}, setupPath: text{f + ".setup_path", p.SetupPath},
+		pidPath: text{f + ".pid_path", p.PidPath}, cfgPath: text{f + ".cfg_path", p.CfgPath},
+		logPath: text{f + ".log_path", p.LogPath}, account: text{f + ".account", p.Account},
+		contact: contact, shellExt: text{f + ".cmd_shell_ext", p.CmdShellExt},
+		funcID: text{f + ".func_id", funcID}, instanceID: text{f + ".instance_id", instID},
+		valueKey: text{f + ".value_key", p.ValueKey},
+		startCmd: text{f + ".start_cmd", p.StartCmd}, stopCmd: text{f + ".stop_cmd", p.StopCmd},
+		restartCmd: text{f + ".restart_cmd", p.RestartCmd}, reloadCmd: text{f + ".reload_cmd", p.ReloadCmd},
+		killCmd:     text{f + ".kill_cmd", p.KillCmd},
+		instanceNum: number{f + ".instance_num", p.InstanceNum}, autoType: number{f + ".type", p.Type},
+		cycleTime:     number{f + ".cycle_time", p.CycleTime},
+		startCheck:    number{f + ".start_check_begin_time", p.StartCheckBeginTime},
+		startCheckEnd: number{f + ".start_check_end_time", p.StartCheckEndTime},
+		opTimeout:     number{f + ".op_timeout", p.OpTimeout},
+		cpu:           percentage{f + ".cpu_lmt", p.CPULmt}, mem: percentage{f + ".mem_lmt", p.MemLmt},
+		pathsRequired: !manage,
+	}, nil
 }
 
 // ManageProcRequest is seed 003: register or unregister managed processes.
@@ -468,3 +333,51 @@ func (r *ManageProcRequest) Namespace() string { return r.namespace }
 
 // Namespace is the result keys' namespace: bk_biz_id in decimal.
 func (r *OperateProcRequest) Namespace() string { return r.namespace }
+
+// operateProcShape is just enough of an operate_proc body to tell its two
+// forms apart.
+type operateProcShape struct {
+	Meta         json.RawMessage `json:"meta"`
+	BizID        json.RawMessage `json:"bk_biz_id"`
+	ProcessInfos json.RawMessage `json:"process_infos"`
+}
+
+// isMetaForm tells operate_proc's two forms apart by the body's shape: meta
+// (with hosts or agent_id_list, op_type and an optional spec) is GSE 2.0's
+// form, which the older node-manager client also posts as the
+// operate_process body; bk_biz_id with process_infos is the seeds' form. A
+// body with both, or neither, is refused naming the fields.
+func isMetaForm(body []byte) (bool, error) {
+	var sh operateProcShape
+	if err := decode(body, &sh); err != nil {
+		return false, err
+	}
+	meta := !isNull(sh.Meta)
+	seeds := !isNull(sh.BizID) || !isNull(sh.ProcessInfos)
+	switch {
+	case meta && seeds:
+		return false, fieldErr("meta", "cannot be sent with bk_biz_id or process_infos: the body mixes operate_proc's two forms; send meta with hosts or agent_id_list (GSE 2.0), or bk_biz_id with process_infos")
+	case !meta && !seeds:
+		return false, fieldErr("(body)", "is neither form of operate_proc: send meta with hosts or agent_id_list (GSE 2.0), or bk_biz_id with process_infos")
+	}
+	return meta, nil
+}
+
+// metaFormRequest is operate_proc's GSE 2.0 form: one operate_proc_multi
+// entry as the whole body.
+type metaFormRequest struct {
+	Caller
+	MultiEntry
+}
+
+// decodeMetaForm decodes operate_proc's meta form.
+func decodeMetaForm(body []byte) (*metaFormRequest, error) {
+	var r metaFormRequest
+	if err := decode(body, &r); err != nil {
+		return nil, err
+	}
+	if err := r.MultiEntry.decode(""); err != nil {
+		return nil, err
+	}
+	return &r, nil
+}

@@ -3,8 +3,6 @@ package gseapi
 import (
 	"bytes"
 	"encoding/json"
-	"fmt"
-	"net"
 	"strings"
 	"unicode"
 	"unicode/utf8"
@@ -23,24 +21,21 @@ type Caller struct {
 
 // Meta names a process (seed 000 meta).
 type Meta struct {
-	Namespace string            `json:"namespace"`
-	Name      string            `json:"name"`
-	Labels    map[string]string `json:"labels"`
-}
-
-// HostRef is one entry of `hosts`.
-type HostRef struct {
-	IP         string `json:"ip"`
-	CloudID    *int   `json:"bk_cloud_id"`
-	SupplierID *int   `json:"bk_supplier_id"`
+	Namespace string `json:"namespace"`
+	Name      string `json:"name"`
+	// Labels hold any JSON scalar, kept as sent: callers send CMDB ids
+	// as integers.
+	Labels map[string]json.RawMessage `json:"labels"`
 }
 
 // OperateProcessRequest is seed 000.
 type OperateProcessRequest struct {
 	Caller
-	Meta   Meta      `json:"meta"`
-	Hosts  []HostRef `json:"hosts"`
-	OpType *int      `json:"op_type"`
+	Meta Meta `json:"meta"`
+	HostList
+	OpType *int `json:"op_type"`
+
+	targets []proc.Target
 }
 
 // MaxBodyBytes bounds a request body; bigger bodies are refused whole.
@@ -86,12 +81,14 @@ func (r *OperateProcessRequest) Validate() error {
 	if err := validateMeta("meta", r.Meta); err != nil {
 		return err
 	}
-	if err := validateHosts("hosts", r.Hosts); err != nil {
+	targets, err := r.HostList.targets("")
+	if err != nil {
 		return err
 	}
 	if r.OpType == nil {
 		return fieldErr("op_type", "is required")
 	}
+	r.targets = targets
 	return nil
 }
 
@@ -102,9 +99,13 @@ func validateMeta(field string, m Meta) error {
 	if err := validateName(field+".name", m.Name); err != nil {
 		return err
 	}
-	for k := range m.Labels {
+	for k, v := range m.Labels {
 		if k == "" {
 			return fieldErr(field+".labels", "keys must not be empty")
+		}
+		switch kind := jsonValueKind(bytes.TrimSpace(v)); kind {
+		case "object", "array":
+			return fieldErr(field+".labels."+k, "must be a JSON scalar (string, number, boolean or null), got %s", kind)
 		}
 	}
 	return nil
@@ -132,55 +133,24 @@ func validateName(field, v string) error {
 	return nil
 }
 
-func validateHosts(field string, hosts []HostRef) error {
-	if len(hosts) == 0 {
-		return fieldErr(field, "is required and must list at least one host")
+// metaItems is one item per target, all naming meta's process; spec, when
+// not nil, is copied into each item so work on one host cannot change
+// another's.
+func metaItems(meta Meta, targets []proc.Target, spec *proc.Spec) []proc.Item {
+	pid := proc.ProcessID{Namespace: meta.Namespace, Name: meta.Name}
+	items := make([]proc.Item, len(targets))
+	for i, t := range targets {
+		items[i] = proc.Item{Target: t, Process: pid}
+		if spec != nil {
+			s := *spec
+			items[i].Spec = &s
+		}
 	}
-	if len(hosts) > MaxHosts {
-		return fieldErr(field, "lists %d hosts; at most %d per request", len(hosts), MaxHosts)
-	}
-	seen := make(map[proc.HostID]int, len(hosts))
-	for i, h := range hosts {
-		f := fmt.Sprintf("%s[%d]", field, i)
-		if h.IP == "" {
-			return fieldErr(f+".ip", "is required")
-		}
-		if net.ParseIP(h.IP) == nil {
-			return fieldErr(f+".ip", "%q is not an IPv4 or IPv6 address", h.IP)
-		}
-		if h.CloudID == nil {
-			return fieldErr(f+".bk_cloud_id", "is required")
-		}
-		if *h.CloudID < 0 {
-			return fieldErr(f+".bk_cloud_id", "must be >= 0, got %d", *h.CloudID)
-		}
-		if h.SupplierID == nil {
-			return fieldErr(f+".bk_supplier_id", "is required")
-		}
-		if *h.SupplierID < 0 {
-			return fieldErr(f+".bk_supplier_id", "must be >= 0, got %d", *h.SupplierID)
-		}
-		id := proc.HostID{CloudID: *h.CloudID, IP: h.IP}
-		if j, dup := seen[id]; dup {
-			return fieldErr(f, "duplicates %s[%d] (bk_cloud_id %d, ip %s)", field, j, id.CloudID, id.IP)
-		}
-		seen[id] = i
-	}
-	return nil
-}
-
-// Target converts a validated host reference.
-func (h HostRef) Target() proc.Target {
-	return proc.Target{CloudID: *h.CloudID, SupplierID: *h.SupplierID, IP: h.IP}
+	return items
 }
 
 // Items translates the request to the processes it acts on: meta names a
 // process whose spec was registered on each host.
 func (r *OperateProcessRequest) Items() (proc.OpType, []proc.Item) {
-	pid := proc.ProcessID{Namespace: r.Meta.Namespace, Name: r.Meta.Name}
-	items := make([]proc.Item, len(r.Hosts))
-	for i, h := range r.Hosts {
-		items[i] = proc.Item{Target: h.Target(), Process: pid}
-	}
-	return gseOp(*r.OpType), items
+	return gseOp(*r.OpType), metaItems(r.Meta, r.targets, nil)
 }

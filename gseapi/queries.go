@@ -1,6 +1,8 @@
 package gseapi
 
 import (
+	"encoding/json"
+
 	"github.com/drover-sh/drover/proc"
 )
 
@@ -63,8 +65,8 @@ type StatusQuery struct {
 
 type statusQueryJSON struct {
 	Caller
-	Meta  Meta      `json:"meta"`
-	Hosts []HostRef `json:"hosts"`
+	Meta Meta `json:"meta"`
+	HostList
 }
 
 // DecodeStatusQuery decodes get_proc_status: meta.namespace and meta.name
@@ -78,14 +80,11 @@ func DecodeStatusQuery(body []byte) (*StatusQuery, error) {
 	if err := validateMeta("meta", r.Meta); err != nil {
 		return nil, err
 	}
-	if err := validateHosts("hosts", r.Hosts); err != nil {
+	targets, err := r.HostList.targets("")
+	if err != nil {
 		return nil, err
 	}
-	q := &StatusQuery{Caller: r.Caller, Namespace: r.Meta.Namespace, Name: r.Meta.Name, Targets: make([]proc.Target, len(r.Hosts))}
-	for i, h := range r.Hosts {
-		q.Targets[i] = h.Target()
-	}
-	return q, nil
+	return &StatusQuery{Caller: r.Caller, Namespace: r.Meta.Namespace, Name: r.Meta.Name, Targets: targets}, nil
 }
 
 // SyncQuery is sync_proc_status: a page of the statuses of a namespace.
@@ -107,9 +106,9 @@ const (
 type syncQueryJSON struct {
 	Caller
 	Meta struct {
-		Namespace string            `json:"namespace"`
-		Name      string            `json:"name"`
-		Labels    map[string]string `json:"labels"`
+		Namespace string                     `json:"namespace"`
+		Name      string                     `json:"name"`
+		Labels    map[string]json.RawMessage `json:"labels"`
 	} `json:"meta"`
 	Page *struct {
 		Start *int `json:"start"`

@@ -3,8 +3,6 @@ package gseapi
 import (
 	"encoding/json"
 	"fmt"
-	"strings"
-	"time"
 
 	"github.com/robfig/cron/v3"
 
@@ -14,12 +12,15 @@ import (
 // SpecJSON is seed 004's spec, also the optional spec of an
 // operate_proc_multi entry.
 type SpecJSON struct {
-	Identity         *IdentityJSON         `json:"identity"`
-	Control          *ControlJSON          `json:"control"`
-	Resource         *ResourceJSON         `json:"resource"`
-	MonitorPolicy    *MonitorPolicyJSON    `json:"monitor_policy"`
-	WarnReportPolicy *WarnReportPolicyJSON `json:"warn_report_policy"`
-	ConfigMap        []ConfigMapJSON       `json:"configmap"`
+	Identity      *IdentityJSON      `json:"identity"`
+	Control       *ControlJSON       `json:"control"`
+	Resource      *ResourceJSON      `json:"resource"`
+	MonitorPolicy *MonitorPolicyJSON `json:"monitor_policy"`
+	// AliveMonitorPolicy is GSE 2.0's name for monitor_policy; callers
+	// send one or the other.
+	AliveMonitorPolicy *MonitorPolicyJSON    `json:"alive_monitor_policy"`
+	WarnReportPolicy   *WarnReportPolicyJSON `json:"warn_report_policy"`
+	ConfigMap          []ConfigMapJSON       `json:"configmap"`
 }
 
 // IdentityJSON is spec.identity.
@@ -67,6 +68,8 @@ type MonitorPolicyJSON struct {
 	StartInterval  *int    `json:"start_interval"`
 	CrontabRule    *string `json:"crontab_rule"`
 	CrotabRule     *string `json:"crotab_rule"`
+	// OpTimeout comes with alive_monitor_policy; null means the default.
+	OpTimeout *int `json:"op_timeout"`
 }
 
 // WarnReportPolicyJSON is spec.warn_report_policy.
@@ -94,11 +97,12 @@ var cronParser = cron.NewParser(cron.Minute | cron.Hour | cron.Dom | cron.Month 
 // unregister_proc_info (seed 004; the other two share its shape).
 type ProcInfoRequest struct {
 	Caller
-	Meta  Meta      `json:"meta"`
-	Hosts []HostRef `json:"hosts"`
-	Spec  *SpecJSON `json:"spec"`
+	Meta Meta `json:"meta"`
+	HostList
+	Spec *SpecJSON `json:"spec"`
 
 	op       proc.OpType
+	targets  []proc.Target
 	spec     *proc.Spec
 	reserved Reserved
 }
@@ -115,14 +119,14 @@ func DecodeProcInfo(body []byte, op proc.OpType) (*ProcInfoRequest, error) {
 	// however it is shaped.
 	var w struct {
 		Caller
-		Meta  Meta            `json:"meta"`
-		Hosts []HostRef       `json:"hosts"`
-		Spec  json.RawMessage `json:"spec"`
+		Meta Meta `json:"meta"`
+		HostList
+		Spec json.RawMessage `json:"spec"`
 	}
 	if err := decode(body, &w); err != nil {
 		return nil, err
 	}
-	r := ProcInfoRequest{Caller: w.Caller, Meta: w.Meta, Hosts: w.Hosts, op: op}
+	r := ProcInfoRequest{Caller: w.Caller, Meta: w.Meta, HostList: w.HostList, op: op}
 	if op != proc.OpSpecUnregister && !isNull(w.Spec) {
 		r.Spec = new(SpecJSON)
 		if err := decodeAt("spec", w.Spec, r.Spec); err != nil {
@@ -132,9 +136,11 @@ func DecodeProcInfo(body []byte, op proc.OpType) (*ProcInfoRequest, error) {
 	if err := validateMeta("meta", r.Meta); err != nil {
 		return nil, err
 	}
-	if err := validateHosts("hosts", r.Hosts); err != nil {
+	targets, err := r.HostList.targets("")
+	if err != nil {
 		return nil, err
 	}
+	r.targets = targets
 	if op == proc.OpSpecUnregister {
 		return &r, nil
 	}
@@ -152,212 +158,91 @@ func DecodeProcInfo(body []byte, op proc.OpType) (*ProcInfoRequest, error) {
 // Items translates the request: one item per host, named by meta. Each
 // item has its own copy of the spec (nil for unregister).
 func (r *ProcInfoRequest) Items() (proc.OpType, []proc.Item) {
-	pid := proc.ProcessID{Namespace: r.Meta.Namespace, Name: r.Meta.Name}
-	items := make([]proc.Item, len(r.Hosts))
-	for i, h := range r.Hosts {
-		items[i] = proc.Item{Target: h.Target(), Process: pid}
-		if r.spec != nil {
-			s := *r.spec
-			items[i].Spec = &s
-		}
-	}
-	return r.op, items
+	return r.op, metaItems(r.Meta, r.targets, r.spec)
 }
 
 // Reserved returns spec.resource's reserved limits.
 func (r *ProcInfoRequest) Reserved() Reserved { return r.reserved }
 
-// toSpec validates a seed 004 spec under field f and builds the domain spec.
-func (sj *SpecJSON) toSpec(f string, meta Meta) (proc.Spec, Reserved, error) {
-	var s proc.Spec
-	var res Reserved
-	for _, part := range []struct {
-		name    string
-		present bool
-	}{
-		{"identity", sj.Identity != nil}, {"control", sj.Control != nil},
-		{"resource", sj.Resource != nil}, {"monitor_policy", sj.MonitorPolicy != nil},
-	} {
-		if !part.present {
-			return s, res, fieldErr(f+"."+part.name, "is required")
-		}
+// input maps a seed 004 spec (or the meta form's) under field f onto the
+// one spec builder. Tolerant readings: every part but identity may be left
+// out (no limits, default commands, a resident process with the default
+// checks); monitor_policy and alive_monitor_policy are one part under two
+// names (monitor_policy wins if both are sent); of crontab_rule and
+// crotab_rule (the example's spelling) crontab_rule, the table's, wins.
+func (sj *SpecJSON) input(f string, meta Meta) (specInput, error) {
+	if sj.Identity == nil {
+		return specInput{}, fieldErr(f+".identity", "is required: it names the process (identity.proc_name)")
 	}
-
 	id, idf := sj.Identity, f+".identity"
-	if err := validateProcName(idf+".proc_name", id.ProcName); err != nil {
-		return s, res, err
-	}
-	for _, c := range []struct {
-		field, v string
-		required bool
-	}{
-		{"setup_path", id.SetupPath, true}, {"pid_path", id.PidPath, true},
-		{"config_path", id.ConfigPath, false}, {"log_path", id.LogPath, false},
-	} {
-		if err := validatePath(idf+"."+c.field, c.v, c.required); err != nil {
-			return s, res, err
-		}
-	}
-	if id.User == "" {
-		return s, res, fieldErr(idf+".user", "is required")
-	}
-	if err := validateAccount(idf+".user", id.User); err != nil {
-		return s, res, err
-	}
-	if err := validateText(idf+".index_key", id.IndexKey); err != nil {
-		return s, res, err
-	}
-
 	ctl, cf := sj.Control, f+".control"
-	for _, c := range []struct{ field, v string }{
-		{"start_cmd", ctl.StartCmd}, {"stop_cmd", ctl.StopCmd}, {"restart_cmd", ctl.RestartCmd},
-		{"reload_cmd", ctl.ReloadCmd}, {"kill_cmd", ctl.KillCmd},
-		{"version_cmd", ctl.VersionCmd}, {"health_cmd", ctl.HealthCmd},
-	} {
-		if err := validateCommand(cf+"."+c.field, c.v); err != nil {
-			return s, res, err
-		}
+	if ctl == nil {
+		ctl = &ControlJSON{}
 	}
-
 	rs, rf := sj.Resource, f+".resource"
-	if rs.CPU == nil {
-		return s, res, fieldErr(rf+".cpu", "is required")
+	if rs == nil {
+		rs = &ResourceJSON{}
 	}
-	cpu, err := percent(rf+".cpu", rs.CPU)
-	if err != nil {
-		return s, res, err
-	}
-	if rs.Mem == nil {
-		return s, res, fieldErr(rf+".mem", "is required")
-	}
-	mem, err := percent(rf+".mem", rs.Mem)
-	if err != nil {
-		return s, res, err
-	}
-	for _, c := range []struct {
-		field string
-		v     *int64
-		dst   *int64
-	}{{"fd", rs.FD, &res.FD}, {"disk", rs.Disk, &res.Disk}, {"net", rs.Net, &res.Net}} {
-		if c.v == nil {
-			continue
-		}
-		if *c.v < 0 {
-			return s, res, fieldErr(rf+"."+c.field, "must be >= 0, got %d", *c.v)
-		}
-		*c.dst = *c.v
-	}
-
 	mp, mf := sj.MonitorPolicy, f+".monitor_policy"
-	if mp.AutoType == nil {
-		return s, res, fieldErr(mf+".auto_type", "is required")
+	if mp == nil && sj.AliveMonitorPolicy != nil {
+		mp, mf = sj.AliveMonitorPolicy, f+".alive_monitor_policy"
 	}
-	auto := proc.AutoType(*mp.AutoType)
-	switch auto {
-	case proc.AutoPeriodic, proc.AutoResident, proc.AutoOneShot:
-	default:
-		return s, res, fieldErr(mf+".auto_type", "must be 0 (periodic), 1 (resident) or 2 (one-shot), got %d", *mp.AutoType)
+	if mp == nil {
+		mp = &MonitorPolicyJSON{}
 	}
-	startCheck, err := seconds(mf+".start_check_secs", mp.StartCheckSecs, MaxCheckSecs)
-	if err != nil {
-		return s, res, err
+	rule := text{mf + ".crontab_rule", ""}
+	switch {
+	case mp.CrontabRule != nil:
+		rule.v = *mp.CrontabRule
+	case mp.CrotabRule != nil:
+		rule = text{mf + ".crotab_rule", *mp.CrotabRule}
 	}
-	stopCheck, err := seconds(mf+".stop_check_secs", mp.StopCheckSecs, MaxCheckSecs)
-	if err != nil {
-		return s, res, err
-	}
-	retries, err := nonNegative(mf+".start_retries", mp.StartRetries)
-	if err != nil {
-		return s, res, err
-	}
-	interval, err := seconds(mf+".start_interval", mp.StartInterval, MaxPeriodSecs)
-	if err != nil {
-		return s, res, err
-	}
-	rule, err := crontabRule(mf, mp, auto)
-	if err != nil {
-		return s, res, err
-	}
-
 	reportID := 0
 	if sj.WarnReportPolicy != nil && sj.WarnReportPolicy.ReportID != nil {
 		reportID = *sj.WarnReportPolicy.ReportID
 	}
+	return specInput{
+		procName: text{idf + ".proc_name", id.ProcName}, setupPath: text{idf + ".setup_path", id.SetupPath},
+		pidPath: text{idf + ".pid_path", id.PidPath}, cfgPath: text{idf + ".config_path", id.ConfigPath},
+		logPath: text{idf + ".log_path", id.LogPath}, account: text{idf + ".user", id.User},
+		valueKey: text{idf + ".index_key", id.IndexKey},
+		startCmd: text{cf + ".start_cmd", ctl.StartCmd}, stopCmd: text{cf + ".stop_cmd", ctl.StopCmd},
+		restartCmd: text{cf + ".restart_cmd", ctl.RestartCmd}, reloadCmd: text{cf + ".reload_cmd", ctl.ReloadCmd},
+		killCmd: text{cf + ".kill_cmd", ctl.KillCmd}, versionCmd: text{cf + ".version_cmd", ctl.VersionCmd},
+		healthCmd: text{cf + ".health_cmd", ctl.HealthCmd},
+		cpu:       percentage{rf + ".cpu", rs.CPU}, mem: percentage{rf + ".mem", rs.Mem},
+		autoType: number{mf + ".auto_type", mp.AutoType}, startCheck: number{mf + ".start_check_secs", mp.StartCheckSecs},
+		stopCheck: number{mf + ".stop_check_secs", mp.StopCheckSecs}, startRetries: number{mf + ".start_retries", mp.StartRetries},
+		startInterval: number{mf + ".start_interval", mp.StartInterval}, opTimeout: number{mf + ".op_timeout", mp.OpTimeout},
+		crontab: rule, configMap: sj.ConfigMap, configMapField: f + ".configmap",
+		labels: meta.Labels, reportID: reportID, pathsRequired: true,
+	}, nil
+}
 
-	cm, err := configMap(f+".configmap", sj.ConfigMap)
+// toSpec validates a seed 004 spec under field f and builds the domain spec,
+// with spec.resource's reserved limits.
+func (sj *SpecJSON) toSpec(f string, meta Meta) (proc.Spec, Reserved, error) {
+	var res Reserved
+	in, err := sj.input(f, meta)
+	if err != nil {
+		return proc.Spec{}, res, err
+	}
+	s, err := in.build()
 	if err != nil {
 		return s, res, err
 	}
-
-	s = proc.Spec{
-		ProcName:      id.ProcName,
-		SetupPath:     id.SetupPath,
-		PidPath:       pidFile(id.PidPath, id.ProcName),
-		ConfigPath:    id.ConfigPath,
-		LogPath:       id.LogPath,
-		Account:       id.User,
-		Labels:        meta.Labels,
-		StartCmd:      ctl.StartCmd,
-		StopCmd:       ctl.StopCmd,
-		RestartCmd:    ctl.RestartCmd,
-		ReloadCmd:     ctl.ReloadCmd,
-		KillCmd:       ctl.KillCmd,
-		VersionCmd:    ctl.VersionCmd,
-		HealthCmd:     ctl.HealthCmd,
-		ValueKey:      id.IndexKey,
-		CPULimit:      cpu,
-		MemLimit:      mem,
-		AutoType:      auto,
-		CrontabRule:   rule,
-		StartCheck:    startCheck,
-		StopCheck:     stopCheck,
-		StartRetries:  retries,
-		StartInterval: interval,
-		ConfigMap:     cm,
-		ReportID:      reportID,
-	}
-	return s, res, nil
-}
-
-// crontabRule reads either spelling. It is required, and must parse, when
-// auto_type is 0: this API has no cycle_time, so a periodic process without
-// a rule could never run. For other auto_types the seed says the rule has
-// no effect, so it is dropped rather than stored unchecked.
-func crontabRule(mf string, mp *MonitorPolicyJSON, auto proc.AutoType) (string, error) {
-	field, rule := mf+".crontab_rule", ""
-	switch {
-	case mp.CrontabRule != nil && mp.CrotabRule != nil && *mp.CrontabRule != *mp.CrotabRule:
-		return "", fieldErr(mf+".crotab_rule", "conflicts with crontab_rule (%q vs %q); send one spelling", *mp.CrotabRule, *mp.CrontabRule)
-	case mp.CrontabRule != nil:
-		rule = *mp.CrontabRule
-	case mp.CrotabRule != nil:
-		field, rule = mf+".crotab_rule", *mp.CrotabRule
-	}
-	if auto != proc.AutoPeriodic {
-		return "", nil
-	}
-	rule = strings.TrimSpace(rule)
-	if rule == "" {
-		return "", fieldErr(field, "is required when auto_type is 0 (periodic)")
-	}
-	if err := validateText(field, rule); err != nil {
-		return "", err
-	}
-	if d, ok := strings.CutPrefix(rule, "@every "); ok {
-		// The parser silently turns a zero or negative interval into one
-		// second; a caller who wrote that meant something else.
-		if iv, err := time.ParseDuration(strings.TrimSpace(d)); err == nil && iv < time.Second {
-			return "", fieldErr(field, "%q: the interval must be at least 1s", rule)
+	if rs := sj.Resource; rs != nil {
+		// Reserved limits: negative reads as "not given".
+		for _, c := range []struct {
+			v   *int64
+			dst *int64
+		}{{rs.FD, &res.FD}, {rs.Disk, &res.Disk}, {rs.Net, &res.Net}} {
+			if c.v != nil && *c.v > 0 {
+				*c.dst = *c.v
+			}
 		}
 	}
-	sched, err := parseCron(rule)
-	if err != nil {
-		return "", fieldErr(field, "%q is not a cron rule (minute hour day-of-month month day-of-week, or a descriptor such as @every 30s): %v", rule, err)
-	}
-	if sched.Next(time.Now()).IsZero() {
-		return "", fieldErr(field, "%q never fires", rule)
-	}
-	return rule, nil
+	return s, res, nil
 }
 
 // parseCron never lets a parser panic escape as a crashed request: cron
@@ -369,44 +254,4 @@ func parseCron(rule string) (sched cron.Schedule, err error) {
 		}
 	}()
 	return cronParser.Parse(rule)
-}
-
-// configMap validates spec.configmap. Entries with neither path nor md5 are
-// dropped (seed 004's example sends one as a placeholder); any other entry
-// needs both, since drift is judged by comparing the file's md5. The md5 is
-// stored lower-case.
-func configMap(f string, in []ConfigMapJSON) ([]proc.ConfigFile, error) {
-	var out []proc.ConfigFile
-	seen := map[string]int{}
-	for i, c := range in {
-		ef := indexed(f, i)
-		if c.Path == "" && c.MD5 == "" {
-			continue
-		}
-		if err := validatePath(ef+".path", c.Path, true); err != nil {
-			return nil, err
-		}
-		if j, dup := seen[c.Path]; dup {
-			return nil, fieldErr(ef+".path", "duplicates %s.path (%q)", indexed(f, j), c.Path)
-		}
-		seen[c.Path] = i
-		if !isMD5(c.MD5) {
-			return nil, fieldErr(ef+".md5", "must be 32 hexadecimal characters, got %q", c.MD5)
-		}
-		out = append(out, proc.ConfigFile{Path: c.Path, MD5: strings.ToLower(c.MD5)})
-	}
-	return out, nil
-}
-
-func isMD5(s string) bool {
-	if len(s) != 32 {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f' || c >= 'A' && c <= 'F') {
-			return false
-		}
-	}
-	return true
 }

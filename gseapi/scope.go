@@ -41,15 +41,13 @@ func (g *Grant) check(uses []namespaceUse) error {
 
 // checkResults refuses results that name a namespace outside the grant, so
 // an app cannot read another app's task by its id.
-func (g *Grant) checkResults(field string, results map[string]proc.HostResult) error {
+func (g *Grant) checkResults(field string, results []proc.KeyedResult) error {
 	if g == nil || len(g.Namespaces) == 0 {
 		return nil
 	}
-	var uses []namespaceUse
-	for k := range results {
-		if _, p, err := proc.ParseResultKey(k); err == nil {
-			uses = append(uses, namespaceUse{Field: field, Namespace: p.Namespace})
-		}
+	uses := make([]namespaceUse, 0, len(results))
+	for _, r := range results {
+		uses = append(uses, namespaceUse{Field: field, Namespace: proc.KeyProcess(r.Key).Namespace})
 	}
 	slices.SortFunc(uses, func(a, b namespaceUse) int { return strings.Compare(a.Namespace, b.Namespace) })
 	return g.check(uses)

@@ -12,10 +12,10 @@ import (
 // scopedEngine answers results and the registry as if "web" held a task.
 type scopedEngine struct {
 	recordingEngine
-	results map[string]proc.HostResult
+	results []proc.KeyedResult
 }
 
-func (e *scopedEngine) Results(context.Context, string, bool) (map[string]proc.HostResult, error) {
+func (e *scopedEngine) Results(context.Context, string, bool) ([]proc.KeyedResult, error) {
 	return e.results, nil
 }
 
@@ -87,13 +87,13 @@ func TestNamespaceAllowList(t *testing.T) {
 	}
 
 	// A task's results are read only by apps that may touch all its namespaces.
-	eng.results = map[string]proc.HostResult{"0:0:10.0.0.1:8:x": {}, "0:0:10.0.0.1:9:x": {}}
+	eng.results = []proc.KeyedResult{{Key: "0:0:10.0.0.1:8:x"}, {Key: "0:0:10.0.0.1:9:x"}}
 	body := `{"task_id":"GSETASK:20261122000000:000000000001"}`
 	status, resp := serve(t, g, "/api/v2/proc/get_proc_operate_result", as("scoped", "s1", body), nil)
 	if status != http.StatusForbidden || resp.Code != CodeForbidden || !strings.Contains(resp.Message, `field task_id: namespace "9"`) {
 		t.Errorf("results of a task in another namespace: %d %+v", status, resp)
 	}
-	eng.results = map[string]proc.HostResult{"0:0:10.0.0.1:8:x": {}}
+	eng.results = []proc.KeyedResult{{Key: "0:0:10.0.0.1:8:x"}}
 	if status, resp := serve(t, g, "/api/v2/proc/get_proc_operate_result", as("scoped", "s1", body), nil); status != http.StatusOK || !resp.Result {
 		t.Errorf("results of an allowed task: %d %+v", status, resp)
 	}

@@ -46,6 +46,9 @@ type ProcStatus struct {
 	// ErrorCode is the host's code for this process (drover's addition),
 	// so a caller can tell "stopped" from "host unreachable".
 	ErrorCode int `json:"error_code"`
+	// AgentID is get_proc_status_v2's: the agent id the caller named the
+	// host by, else "<bk_cloud_id>:<ip>". get_proc_status leaves it out.
+	AgentID string `json:"bk_agent_id,omitempty"`
 }
 
 // ProcHost is the host of a ProcStatus.
@@ -53,6 +56,7 @@ type ProcHost struct {
 	IP         string `json:"ip"`
 	CloudID    int    `json:"bk_cloud_id"`
 	SupplierID int    `json:"bk_supplier_id"`
+	AgentID    string `json:"bk_agent_id,omitempty"` // as ProcStatus.AgentID
 }
 
 // StatusData is get_proc_status's data.
@@ -70,7 +74,7 @@ type SyncData struct {
 func procInfo(it proc.Item, r proc.HostResult) ProcStatus {
 	pi := ProcStatus{
 		// labels is an object in the documented shape, never null.
-		Meta:      Meta{Namespace: it.Process.Namespace, Name: it.Process.Name, Labels: map[string]string{}},
+		Meta:      Meta{Namespace: it.Process.Namespace, Name: it.Process.Name, Labels: map[string]json.RawMessage{}},
 		Host:      ProcHost{IP: it.Target.IP, CloudID: it.Target.CloudID, SupplierID: it.Target.SupplierID},
 		Message:   r.Message,
 		Pid:       -1,
@@ -96,11 +100,13 @@ func procInfo(it proc.Item, r proc.HostResult) ProcStatus {
 	return pi
 }
 
-// statusOf runs a status task over items and renders their ProcInfos.
-func statusOf(ctx context.Context, e Engine, items []proc.Item) ([]ProcStatus, error) {
+// statusOf runs a status task over items and renders their ProcInfos; v2
+// adds each host's agent id.
+func statusOf(ctx context.Context, e Engine, items []proc.Item, v2 bool) ([]ProcStatus, error) {
 	if len(items) == 0 {
 		return []ProcStatus{}, nil
 	}
+	resolveAgents(e, items)
 	id, err := e.Start(ctx, &Task{API: APIGetProcStatus, Op: proc.OpStatus, Items: items})
 	if err != nil {
 		return nil, err
@@ -109,18 +115,26 @@ func statusOf(ctx context.Context, e Engine, items []proc.Item) ([]ProcStatus, e
 	if err != nil {
 		return nil, err
 	}
+	got := make(map[string]proc.HostResult, len(res))
+	for _, r := range res {
+		got[r.Key] = r.HostResult
+	}
 	out := make([]ProcStatus, len(items))
 	for i, it := range items {
-		r, ok := res[it.Key()]
+		r, ok := got[it.Key()]
 		if !ok {
 			r = proc.Pending()
 		}
 		out[i] = procInfo(it, r)
+		if v2 {
+			out[i].AgentID = it.Target.AgentIDOrHost()
+			out[i].Host.AgentID = out[i].AgentID
+		}
 	}
 	return out, nil
 }
 
-func getProcStatus(ctx context.Context, e Engine, body []byte, g *Grant) (Response, Outcome) {
+func getProcStatus(ctx context.Context, e Engine, body []byte, g *Grant, v2 bool) (Response, Outcome) {
 	q, err := DecodeStatusQuery(body)
 	if err != nil {
 		return Failure(0, err), OutcomeBadRequest
@@ -132,7 +146,7 @@ func getProcStatus(ctx context.Context, e Engine, body []byte, g *Grant) (Respon
 	for i, t := range q.Targets {
 		items[i] = proc.Item{Target: t, Process: proc.ProcessID{Namespace: q.Namespace, Name: q.Name}}
 	}
-	infos, err := statusOf(ctx, e, items)
+	infos, err := statusOf(ctx, e, items, v2)
 	if err != nil {
 		return Failure(CodeUnavailable, err), OutcomeUnavailable
 	}
@@ -160,7 +174,7 @@ func syncProcStatus(ctx context.Context, e Engine, body []byte, g *Grant) (Respo
 	if q.Start < len(all) {
 		page = all[q.Start:min(q.Start+q.Limit, len(all))]
 	}
-	infos, err := statusOf(ctx, e, page)
+	infos, err := statusOf(ctx, e, page, false)
 	if err != nil {
 		return Failure(CodeUnavailable, err), OutcomeUnavailable
 	}

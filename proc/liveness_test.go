@@ -68,10 +68,30 @@ func TestCPUAndMemPercent(t *testing.T) {
 }
 
 func TestBuildStatusNotRunning(t *testing.T) {
-	c := BuildStatus("10.0.0.1", Spec{ProcName: "p"}, HostInfo{Now: 1700000000, Timezone: "UTC+0000"}, Sample{}, false, Registration{}, StatusExtras{})
+	c := BuildStatus(Target{CloudID: 2, IP: "10.0.0.1"}, Spec{ProcName: "p"}, HostInfo{Now: 1700000000, Timezone: "UTC+0000"}, Sample{}, false, Registration{}, StatusExtras{})
 	inst := c.Process[0].Instance[0]
-	if inst.Pid != -1 || c.Process[0].ProcName != "p" || c.IP != "10.0.0.1" || c.UTCTime != "2023-11-14 22:13:20" {
+	if inst.Pid != -1 || c.Process[0].ProcName != "p" || c.IP != "10.0.0.1" || c.UTCTime != "2023-11-14 22:13:20" ||
+		c.AgentID != "2:10.0.0.1" || inst.Health != "0" || inst.StartTime != "" {
 		t.Fatalf("unexpected status content %+v", c)
+	}
+}
+
+func TestBuildStatusZone(t *testing.T) {
+	for _, c := range []struct {
+		zone  string
+		hours int
+		local string
+	}{
+		{"UTC+0800", 8, "2023-11-15T06:13:20+08:00"},
+		{"UTC-0530", -5, "2023-11-14T16:43:20-05:30"},
+		{"UTC+0000", 0, "2023-11-14T22:13:20Z"},
+		{"", 0, "2023-11-14T22:13:20Z"},
+		{"garbage", 0, "2023-11-14T22:13:20Z"},
+	} {
+		got := BuildStatus(Target{IP: "10.0.0.1", AgentID: "abc"}, Spec{ProcName: "p"}, HostInfo{Now: 1700000000, Timezone: c.zone}, Sample{}, false, Registration{}, StatusExtras{})
+		if got.Timezone != c.hours || got.UTCTime2 != c.local || got.AgentID != "abc" {
+			t.Errorf("zone %q: timezone %d utctime2 %q agent %q; want %d %q abc", c.zone, got.Timezone, got.UTCTime2, got.AgentID, c.hours, c.local)
+		}
 	}
 }
 

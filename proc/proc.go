@@ -23,6 +23,15 @@ type Target struct {
 	AgentID string `json:"bk_agent_id,omitempty"`
 }
 
+// AgentIDOrHost is the agent id the caller named the host by, else the
+// "<bk_cloud_id>:<ip>" form GSE 2.0 gives a host without an id of its own.
+func (t Target) AgentIDOrHost() string {
+	if t.AgentID != "" {
+		return t.AgentID
+	}
+	return t.HostID().String()
+}
+
 // Resolved reports whether the target names a host (an ip).
 func (t Target) Resolved() bool { return t.IP != "" }
 
@@ -104,5 +113,51 @@ type Item struct {
 	Spec *Spec `json:"spec,omitempty"`
 }
 
-// Key is the item's documented result key.
-func (it Item) Key() string { return ResultKey(it.Target, it.Process) }
+// Key is the item's documented v1 result key,
+// `bk_cloud_id:bk_supplier_id:ip:namespace:name`. An agent id nothing maps
+// to a host has no cloud or ip: its key is `agent_id:namespace:name` in
+// every form.
+func (it Item) Key() string {
+	if !it.Target.Resolved() {
+		return AgentResultKey(it.Target.AgentID, it.Process)
+	}
+	return ResultKey(it.Target, it.Process)
+}
+
+// KeyV2 is the key get_proc_operate_result_v2 answers under: by the agent
+// id exactly as sent when the caller named the host by one, else
+// `bk_cloud_id:ip:namespace:name`.
+func (it Item) KeyV2() string {
+	if it.Target.AgentID != "" {
+		return AgentResultKey(it.Target.AgentID, it.Process)
+	}
+	return ShortResultKey(it.Target, it.Process)
+}
+
+// KeyProcess is the process a result key of any form names: its last two
+// fields, since neither namespace nor name may hold ':'.
+func KeyProcess(key string) ProcessID {
+	parts := strings.Split(key, ":")
+	if len(parts) < 3 {
+		return ProcessID{}
+	}
+	return ProcessID{Namespace: parts[len(parts)-2], Name: parts[len(parts)-1]}
+}
+
+// AgentResultKey is `agent_id:namespace:name`.
+func AgentResultKey(agentID string, p ProcessID) string {
+	return agentID + ":" + p.Namespace + ":" + p.Name
+}
+
+// KeyV2Of gives a stored result's v2 key: the agent id form when the host
+// was named by one, else the v1 key without its supplier id.
+func KeyV2Of(r KeyedResult) string {
+	t, p, err := ParseResultKey(r.Key)
+	switch {
+	case err != nil:
+		return r.Key // an agent id nothing mapped: agent_id:namespace:name already
+	case r.AgentID != "":
+		return AgentResultKey(r.AgentID, p)
+	}
+	return ShortResultKey(t, p)
+}

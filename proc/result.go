@@ -3,6 +3,8 @@ package proc
 import (
 	"encoding/json"
 	"fmt"
+	"strconv"
+	"strings"
 	"time"
 )
 
@@ -13,6 +15,15 @@ type HostResult struct {
 	Message string `json:"error_msg"`
 	// Content is a JSON document encoded as a string, as GSE callers expect.
 	Content string `json:"content"`
+}
+
+// KeyedResult is one item's result under its documented (v1) result key.
+// AgentID is the agent id the caller named the host by, so the v2 key
+// (agent_id:namespace:name) can be given back too.
+type KeyedResult struct {
+	Key     string `json:"key"`
+	AgentID string `json:"agent_id,omitempty"`
+	HostResult
 }
 
 // Fail builds a result for a failure with a specific message.
@@ -29,27 +40,32 @@ func NotRunningMessage(procName string) string {
 }
 
 // StatusInstance is one entry of the status content's instance list. Field
-// names follow the GSE agent's status document.
+// names and JSON types follow the GSE 2.0 agent's status document, which Go
+// callers unmarshal with fixed types: health, startTime, utime and stime are
+// strings there.
 type StatusInstance struct {
-	ProcessName   string  `json:"processName"`
-	Version       string  `json:"version"`
-	Health        int     `json:"health"` // 1 healthy, 0 unhealthy or unknown
-	IsAuto        bool    `json:"isAuto"`
-	CPUUsage      float64 `json:"cpuUsage"`
-	CPUUsageAve   float64 `json:"cpuUsageAve"`
-	PhyMemUsage   float64 `json:"phyMemUsage"`
-	UsePhyMem     uint64  `json:"usePhyMem"`
-	Pid           int     `json:"pid"` // -1 when not running
-	StartTime     int64   `json:"startTime"`
-	Stat          string  `json:"stat"`
-	UTime         uint64  `json:"utime"`
-	STime         uint64  `json:"stime"`
-	ThreadCount   int     `json:"threadCount"`
-	ElapsedTime   int64   `json:"elapsedTime"`
-	Cmdline       string  `json:"cmdline"`
-	RegisterTime  int64   `json:"register_time"`
-	LastStartTime int64   `json:"last_start_time"`
-	ReportTime    int64   `json:"report_time"`
+	ProcessName string  `json:"processName"`
+	Version     string  `json:"version"`
+	Health      string  `json:"health"` // "1" healthy, "0" unhealthy, not running or unknown
+	IsAuto      bool    `json:"isAuto"`
+	CPUUsage    float64 `json:"cpuUsage"`
+	CPUUsageAve float64 `json:"cpuUsageAve"`
+	PhyMemUsage float64 `json:"phyMemUsage"`
+	UsePhyMem   uint64  `json:"usePhyMem"`
+	// DiskSize is not measured (an agentless probe does not walk the
+	// process's files): always 0.
+	DiskSize      int64  `json:"diskSize"`
+	Pid           int    `json:"pid"`       // -1 when not running
+	StartTime     string `json:"startTime"` // unix seconds, in decimal; "" when not running
+	Stat          string `json:"stat"`
+	UTime         string `json:"utime"` // clock ticks, in decimal
+	STime         string `json:"stime"`
+	ThreadCount   int    `json:"threadCount"`
+	ElapsedTime   int64  `json:"elapsedTime"`
+	Cmdline       string `json:"cmdline"`
+	RegisterTime  int64  `json:"register_time"`
+	LastStartTime int64  `json:"last_start_time"`
+	ReportTime    int64  `json:"report_time"`
 	// Expected is drover's addition: the process should be running (it
 	// was started and not stopped since), managed or not.
 	Expected bool `json:"expected"`
@@ -64,11 +80,21 @@ type StatusProcess struct {
 	Instance []StatusInstance `json:"instance"`
 }
 
-// StatusContent is the content of a status (op_type 2) result.
+// StatusContent is the content of a status (op_type 2) result, as the GSE
+// 2.0 agent emits it.
 type StatusContent struct {
-	IP       string          `json:"ip"`
-	UTCTime  string          `json:"utctime"`
-	Timezone string          `json:"timezone"`
+	IP string `json:"ip"`
+	// AgentID is the agent id the caller named the host by, or
+	// "<bk_cloud_id>:<ip>" (GSE 2.0's id for a host without one).
+	AgentID string `json:"bk_agent_id"`
+	// UTCTime is the host's clock in UTC, "2006-01-02 15:04:05".
+	UTCTime string `json:"utctime"`
+	// UTCTime2 is the same instant in the host's own zone, RFC 3339 with
+	// its offset ("2026-11-23T15:48:14+08:00").
+	UTCTime2 string `json:"utctime2"`
+	// Timezone is the host's offset from UTC in whole hours (8 for
+	// UTC+0800); a zone with minutes keeps its full offset in UTCTime2.
+	Timezone int             `json:"timezone"`
 	Process  []StatusProcess `json:"process"`
 }
 
@@ -90,10 +116,10 @@ type StatusExtras struct {
 	Healthy bool
 }
 
-// BuildStatus assembles the status content from one probe.
-func BuildStatus(ip string, spec Spec, host HostInfo, s Sample, alive bool, reg Registration, ex StatusExtras) StatusContent {
+// BuildStatus assembles the status content from one probe of target.
+func BuildStatus(target Target, spec Spec, host HostInfo, s Sample, alive bool, reg Registration, ex StatusExtras) StatusContent {
 	inst := StatusInstance{
-		ProcessName: spec.ProcName, Pid: -1, IsAuto: reg.Managed,
+		ProcessName: spec.ProcName, Pid: -1, IsAuto: reg.Managed, Health: "0", UTime: "0", STime: "0",
 		RegisterTime: reg.RegisterTime, LastStartTime: reg.LastStartTime, ReportTime: host.Now,
 		Version: ex.Version, Expected: reg.Expected || reg.Managed, ConfigDrift: reg.Drifted,
 	}
@@ -103,22 +129,45 @@ func BuildStatus(ip string, spec Spec, host HostInfo, s Sample, alive bool, reg 
 		inst.CPUUsageAve = round4(CPUPercentLifetime(s, host))
 		inst.PhyMemUsage = round4(MemPercent(s, host))
 		inst.UsePhyMem = s.RSSBytes
-		inst.StartTime = StartUnix(s, host)
+		inst.StartTime = strconv.FormatInt(StartUnix(s, host), 10)
 		inst.Stat = s.State
-		inst.UTime, inst.STime = s.UTime, s.STime
+		inst.UTime, inst.STime = strconv.FormatUint(s.UTime, 10), strconv.FormatUint(s.STime, 10)
 		inst.ThreadCount = s.Threads
 		inst.ElapsedTime = ElapsedSeconds(s, host)
 		inst.Cmdline = s.Cmdline
 		if ex.Healthy {
-			inst.Health = 1
+			inst.Health = "1"
 		}
 	}
+	offset := ZoneOffset(host.Timezone)
+	now := time.Unix(host.Now, 0)
 	return StatusContent{
-		IP:       ip,
-		UTCTime:  time.Unix(host.Now, 0).UTC().Format("2006-01-02 15:04:05"),
-		Timezone: host.Timezone,
+		IP:       target.IP,
+		AgentID:  target.AgentIDOrHost(),
+		UTCTime:  now.UTC().Format("2006-01-02 15:04:05"),
+		UTCTime2: now.In(time.FixedZone(host.Timezone, offset)).Format(time.RFC3339),
+		Timezone: offset / 3600,
 		Process:  []StatusProcess{{ProcName: spec.ProcName, Instance: []StatusInstance{inst}}},
 	}
+}
+
+// ZoneOffset reads the probe's zone ("UTC+0800", "UTC-0530") as seconds
+// east of UTC; anything else is UTC.
+func ZoneOffset(zone string) int {
+	z := strings.TrimPrefix(zone, "UTC")
+	if len(z) != 5 || (z[0] != '+' && z[0] != '-') {
+		return 0
+	}
+	h, err1 := strconv.Atoi(z[1:3])
+	m, err2 := strconv.Atoi(z[3:5])
+	if err1 != nil || err2 != nil || h > 14 || m > 59 {
+		return 0
+	}
+	sec := h*3600 + m*60
+	if z[0] == '-' {
+		sec = -sec
+	}
+	return sec
 }
 
 // round4 keeps small shares visible: one small process on a large host is

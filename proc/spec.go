@@ -1,6 +1,9 @@
 package proc
 
-import "time"
+import (
+	"encoding/json"
+	"time"
+)
 
 // AutoType is GSE's monitor_policy.auto_type.
 type AutoType int
@@ -29,15 +32,15 @@ type ConfigFile struct {
 // Spec is everything drover knows about one process on one host. All GSE
 // request shapes translate into it; durations are already defaulted.
 type Spec struct {
-	ProcName   string            `json:"proc_name"`
-	SetupPath  string            `json:"setup_path"`
-	PidPath    string            `json:"pid_path"`
-	ConfigPath string            `json:"config_path,omitempty"`
-	LogPath    string            `json:"log_path,omitempty"`
-	Account    string            `json:"account,omitempty"`
-	Contact    string            `json:"contact,omitempty"`
-	ShellExt   ShellExt          `json:"cmd_shell_ext,omitempty"`
-	Labels     map[string]string `json:"labels,omitempty"`
+	ProcName   string                     `json:"proc_name"`
+	SetupPath  string                     `json:"setup_path"`
+	PidPath    string                     `json:"pid_path"`
+	ConfigPath string                     `json:"config_path,omitempty"`
+	LogPath    string                     `json:"log_path,omitempty"`
+	Account    string                     `json:"account,omitempty"`
+	Contact    string                     `json:"contact,omitempty"`
+	ShellExt   ShellExt                   `json:"cmd_shell_ext,omitempty"`
+	Labels     map[string]json.RawMessage `json:"labels,omitempty"` // as sent: any JSON scalar
 
 	StartCmd   string `json:"start_cmd,omitempty"`
 	StopCmd    string `json:"stop_cmd,omitempty"`

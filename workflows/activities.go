@@ -65,8 +65,7 @@ func (d *Dispatcher) Dispatch(ctx context.Context, in DispatchInput) (DispatchOu
 	for i, it := range in.Items {
 		global := in.Offset + i
 		if _, ok := d.Inventory.Lookup(it.Target.HostID()); !ok {
-			out.Answered = append(out.Answered, HostReply{Index: global, Result: proc.Fail(proc.CodeUnknownHost,
-				"host bk_cloud_id=%d ip=%s is not in the inventory", it.Target.CloudID, it.Target.IP)})
+			out.Answered = append(out.Answered, HostReply{Index: global, Result: unknownHost(it.Target)})
 			continue
 		}
 		req := HostRequest{
@@ -102,6 +101,15 @@ func (d *Dispatcher) Dispatch(ctx context.Context, in DispatchInput) (DispatchOu
 		return DispatchOutput{}, firstErr
 	}
 	return out, nil
+}
+
+// unknownHost answers an item whose host the inventory does not have: by
+// the agent id the caller sent when nothing mapped it to a host.
+func unknownHost(t proc.Target) proc.HostResult {
+	if !t.Resolved() {
+		return proc.Fail(proc.CodeUnknownHost, "agent id %q is not in the inventory (give its host agent_id, or send <bk_cloud_id>:<ip>)", t.AgentID)
+	}
+	return proc.Fail(proc.CodeUnknownHost, "host bk_cloud_id=%d ip=%s is not in the inventory", t.CloudID, t.IP)
 }
 
 // StatusInput is a batch of status items probed by one activity.
@@ -147,7 +155,7 @@ const statusParallel = 256
 func (d *Dispatcher) statusOne(ctx context.Context, registries *registryCache, taskID string, it proc.Item) proc.HostResult {
 	host, ok := d.Inventory.Lookup(it.Target.HostID())
 	if !ok {
-		return proc.Fail(proc.CodeUnknownHost, "host bk_cloud_id=%d ip=%s is not in the inventory", it.Target.CloudID, it.Target.IP)
+		return unknownHost(it.Target)
 	}
 	// A cold worker has no connection yet: the handshake overlaps the
 	// registry query instead of following it. A failed dial is not

@@ -38,6 +38,14 @@ const (
 	ReplySignal = "reply"
 )
 
+// Change ids for workflow.GetVersion: each guards one change to the commands
+// a running workflow issues, so histories written by an older worker replay.
+const (
+	// VersionUpdateRegisters: update_proc_info of a process not yet
+	// registered registers it (it answered 9106 before).
+	VersionUpdateRegisters = "update-registers"
+)
+
 // HostWorkflowID names a host's workflow.
 func HostWorkflowID(h proc.HostID) string { return fmt.Sprintf("host:%d:%s", h.CloudID, h.IP) }
 
@@ -55,11 +63,9 @@ type OperateInput struct {
 	Indexed bool `json:"indexed,omitempty"`
 }
 
-// KeyedResult is one host's result under its result key.
-type KeyedResult struct {
-	Key string `json:"key"`
-	proc.HostResult
-}
+// KeyedResult is one host's result under its result key, with the agent id
+// the caller named the host by.
+type KeyedResult = proc.KeyedResult
 
 // OperateResult is the workflow's result and its progress query answer. A
 // task split into chunks lists the chunk workflows instead of results.

@@ -15,6 +15,7 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/drover-sh/drover/gseapi"
+	"github.com/drover-sh/drover/inventory"
 	"github.com/drover-sh/drover/proc"
 )
 
@@ -128,6 +129,9 @@ type Engine struct {
 	TaskQueue string
 	// Now stamps task ids; nil means time.Now.
 	Now func() time.Time
+	// Inventory maps agent ids (agent_id_list) to hosts; nil maps only
+	// the "<bk_cloud_id>:<ip>" form.
+	Inventory *inventory.Inventory
 }
 
 // Start begins a task under a new task id.
@@ -144,7 +148,7 @@ func (e *Engine) Start(ctx context.Context, t *gseapi.Task) (string, error) {
 }
 
 // Results returns a task's per-key results.
-func (e *Engine) Results(ctx context.Context, taskID string, wait bool) (map[string]proc.HostResult, error) {
+func (e *Engine) Results(ctx context.Context, taskID string, wait bool) ([]proc.KeyedResult, error) {
 	var res OperateResult
 	var err error
 	if wait {
@@ -158,11 +162,21 @@ func (e *Engine) Results(ctx context.Context, taskID string, wait bool) (map[str
 	if err != nil {
 		return nil, err
 	}
-	out := make(map[string]proc.HostResult, len(res.Results))
-	for _, r := range res.Results {
-		out[r.Key] = r.HostResult
+	return res.Results, nil
+}
+
+// AgentHost maps a GSE agent id to its inventory host, so a task's keys
+// are known when it starts; without an inventory, only the
+// "<bk_cloud_id>:<ip>" form names a host.
+func (e *Engine) AgentHost(agentID string) (proc.Target, bool) {
+	if e.Inventory == nil {
+		return proc.Target{}, false
 	}
-	return out, nil
+	h, ok := e.Inventory.ByAgentID(agentID)
+	if !ok {
+		return proc.Target{}, false
+	}
+	return proc.Target{CloudID: h.CloudID, SupplierID: h.SupplierID, IP: h.IP}, true
 }
 
 // Registered lists every registered (host, process) of a namespace (and

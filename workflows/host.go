@@ -183,7 +183,7 @@ func (h *host) handle(ctx workflow.Context, req HostRequest) proc.HostResult {
 	return out.Result
 }
 
-func (h *host) handleSpec(_ workflow.Context, req HostRequest, now int64) proc.HostResult {
+func (h *host) handleSpec(ctx workflow.Context, req HostRequest, now int64) proc.HostResult {
 	i := h.find(req.Process)
 	switch req.Op {
 	case proc.OpSpecRegister:
@@ -200,6 +200,13 @@ func (h *host) handleSpec(_ workflow.Context, req HostRequest, now int64) proc.H
 			Registration: proc.Registration{Managed: req.Manage, Expected: req.Manage, RegisterTime: now}})
 		h.sortEntries()
 	case proc.OpSpecUpdate:
+		if i < 0 && workflow.GetVersion(ctx, VersionUpdateRegisters, workflow.DefaultVersion, 1) >= 1 {
+			// GSE 2.0 callers register through update and count 0 and
+			// 850 alike as success: an update of what is not there
+			// registers it.
+			req.Op = proc.OpSpecRegister
+			return h.handleSpec(ctx, req, now)
+		}
 		if i < 0 {
 			return proc.Fail(proc.CodeNotRegistered, "process %s/%s is not registered on this host", req.Process.Namespace, req.Process.Name)
 		}

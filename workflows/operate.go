@@ -182,7 +182,7 @@ func (op *operation) snapshot() OperateResult {
 	}
 	out.Results = make([]KeyedResult, len(op.in.Items))
 	for i, it := range op.in.Items {
-		out.Results[i] = KeyedResult{Key: it.Key(), HostResult: op.results[i]}
+		out.Results[i] = KeyedResult{Key: it.Key(), AgentID: it.Target.AgentID, HostResult: op.results[i]}
 	}
 	return out
 }

@@ -17,6 +17,7 @@ import (
 
 	"github.com/drover-sh/drover/gseapi"
 	"github.com/drover-sh/drover/internal/config"
+	"github.com/drover-sh/drover/inventory"
 	"github.com/drover-sh/drover/workflows"
 )
 
@@ -138,8 +139,24 @@ func callAPI(ctx context.Context, cmd *cobra.Command, cfg config.Config, name st
 		return err
 	}
 	defer c.Close()
-	resp, outcome := gseapi.Call(ctx, &workflows.Engine{Client: c, TaskQueue: cfg.TaskQueue}, name, body, f.wait)
+	inv, err := agentInventory(cfg)
+	if err != nil {
+		return &ExitError{Code: ExitBadRequest, Err: err}
+	}
+	resp, outcome := gseapi.Call(ctx, &workflows.Engine{Client: c, TaskQueue: cfg.TaskQueue, Inventory: inv}, name, body, f.wait)
 	return finish(cmd, resp, outcome)
+}
+
+// agentInventory loads the inventory that maps agent ids (agent_id_list)
+// to hosts where a request enters, so every key of a task is known from its
+// first poll. No inventory file is no mapping: only "<bk_cloud_id>:<ip>" ids
+// then name hosts, and opaque ids answer 9104. A file that exists but does
+// not load is an error.
+func agentInventory(cfg config.Config) (*inventory.Inventory, error) {
+	if _, err := os.Stat(cfg.Inventory); errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	return inventory.Load(cfg.Inventory)
 }
 
 // finish prints the response and maps the outcome to the exit code.

@@ -161,10 +161,11 @@ func waitWithProgress(ctx context.Context, eng *workflows.Engine, id string, tot
 	tick := time.NewTicker(300 * time.Millisecond)
 	defer tick.Stop()
 	for {
-		res, err := eng.Results(ctx, id, false)
+		list, err := eng.Results(ctx, id, false)
 		if err != nil {
 			return nil, err
 		}
+		res := byKey(list)
 		done, failed := 0, 0
 		for _, r := range res {
 			if r.Code == proc.CodeRunning {
@@ -187,6 +188,15 @@ func waitWithProgress(ctx context.Context, eng *workflows.Engine, id string, tot
 		case <-tick.C:
 		}
 	}
+}
+
+// byKey indexes results by their v1 key.
+func byKey(list []proc.KeyedResult) map[string]proc.HostResult {
+	m := make(map[string]proc.HostResult, len(list))
+	for _, r := range list {
+		m[r.Key] = r.HostResult
+	}
+	return m
 }
 
 func bar(done, total, width int) string {

@@ -13,6 +13,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -240,11 +241,14 @@ type hostResultEntry struct {
 	Content   string `json:"content"`
 }
 
-// statusContent is the documented status content, decoded from its string.
+// statusContent is the documented status content (the GSE 2.0 agent's
+// types), decoded from its string.
 type statusContent struct {
 	IP       string `json:"ip"`
+	AgentID  string `json:"bk_agent_id"`
 	UTCTime  string `json:"utctime"`
-	Timezone string `json:"timezone"`
+	UTCTime2 string `json:"utctime2"`
+	Timezone int    `json:"timezone"`
 	Process  []struct {
 		ProcName string `json:"procname"`
 		Instance []struct {
@@ -253,11 +257,21 @@ type statusContent struct {
 			CPUUsage    float64 `json:"cpuUsage"`
 			PhyMemUsage float64 `json:"phyMemUsage"`
 			UsePhyMem   uint64  `json:"usePhyMem"`
-			StartTime   int64   `json:"startTime"`
+			StartTime   string  `json:"startTime"` // unix seconds, in decimal
 			ThreadCount int     `json:"threadCount"`
 			Cmdline     string  `json:"cmdline"`
 		} `json:"instance"`
 	} `json:"process"`
+}
+
+// startUnix reads the status content's startTime, unix seconds in a string.
+func startUnix(t *testing.T, s string) int64 {
+	t.Helper()
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil {
+		t.Fatalf("startTime %q is not unix seconds: %v", s, err)
+	}
+	return n
 }
 
 func decodeResult(t *testing.T, out string) resultResponse {

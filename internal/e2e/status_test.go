@@ -57,8 +57,8 @@ func TestStatusRunningAndStalePid(t *testing.T) {
 		if inst.UsePhyMem == 0 || inst.PhyMemUsage <= 0 || inst.CPUUsage < 0 || inst.ThreadCount < 1 {
 			t.Fatalf("%s: resource usage missing: %+v", host.IP, inst)
 		}
-		if now := time.Now().Unix(); inst.StartTime < now-300 || inst.StartTime > now+1 {
-			t.Fatalf("%s: start time %d not recent", host.IP, inst.StartTime)
+		if now := time.Now().Unix(); startUnix(t, inst.StartTime) < now-300 || startUnix(t, inst.StartTime) > now+1 {
+			t.Fatalf("%s: start time %s not recent", host.IP, inst.StartTime)
 		}
 	}
 	stale := r.Data[key(h[2].IP, "gse", "proc-test")]

@@ -136,8 +136,8 @@ func TestWinRMOpsNextToSSH(t *testing.T) {
 			inst.CPUUsage <= 0 || inst.ThreadCount != 6 || !strings.Contains(inst.Cmdline, `svc.exe`) {
 			t.Fatalf("%s: status %+v", w.h.IP, c)
 		}
-		if now := time.Now().Unix(); inst.StartTime < now-120 || inst.StartTime > now+1 {
-			t.Fatalf("%s: start time %d not recent", w.h.IP, inst.StartTime)
+		if now := time.Now().Unix(); startUnix(t, inst.StartTime) < now-120 || startUnix(t, inst.StartTime) > now+1 {
+			t.Fatalf("%s: start time %s not recent", w.h.IP, inst.StartTime)
 		}
 	}
 	// The same shape as the sshd host's.
