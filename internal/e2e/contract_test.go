@@ -748,6 +748,22 @@ func TestContractCallerDialect(t *testing.T) {
 			_, v1 := g.wait(t, task, path, keys, p.v2Keys(both...))
 			return v1
 		}
+		// Registered and not started: status answers 0, one process[] entry,
+		// and no instance with a pid (pid < 0 is "not running"), as the job
+		// platform's published example of a status result shows (error_code
+		// 0, "pid": -1). Reported without stopping the subtest.
+		v1 := op(2, 1)
+		for _, k := range keys {
+			if v1[k].ErrorCode != gseSuccess {
+				once(t, "not running "+k, "status of a registered process not running: %s answers %d %q, want error_code 0 with pid < 0 in content",
+					k, v1[k].ErrorCode, v1[k].ErrorMsg)
+			}
+			for _, in := range v2StatusOf(t, k, v1[k]).Process[0].Instance {
+				if in.Pid > 0 {
+					t.Fatalf("%s: status of a process never started reports pid %d", k, in.Pid)
+				}
+			}
+		}
 		wantCodes(t, "start through operate_proc", op(0, 3), gseSuccess, keys...)
 		for path := range contractPaths {
 			v1 := op(2, path)
@@ -766,12 +782,14 @@ func TestContractCallerDialect(t *testing.T) {
 		for k, v := range seedForm {
 			mixed[k] = v
 		}
-		for name, body := range map[string]map[string]any{"both": mixed, "neither": {"op_type": 2}} {
-			status, out := g.raw(t, "operate_proc", 0, body, g.secret)
-			var env gseEnvelope
-			if err := decodeStrict(out, &env); err != nil || status != http.StatusBadRequest || env.Result ||
-				!strings.Contains(env.Message, "meta") || !strings.Contains(env.Message, "process_infos") {
-				t.Fatalf("operate_proc with %s forms: HTTP %d %s (%v), want 400 naming meta and process_infos", name, status, out, err)
+		for _, api := range []string{"operate_proc", "operate_proc_v2"} {
+			for name, body := range map[string]map[string]any{"both": mixed, "neither": {"op_type": 2}} {
+				status, out := g.raw(t, api, 0, body, g.secret)
+				var env gseEnvelope
+				if err := decodeStrict(out, &env); err != nil || status != http.StatusBadRequest || env.Result ||
+					!strings.Contains(env.Message, "meta") || !strings.Contains(env.Message, "process_infos") {
+					t.Fatalf("%s with %s forms: HTTP %d %s (%v), want 400 naming meta and process_infos", api, name, status, out, err)
+				}
 			}
 		}
 	})
@@ -812,6 +830,17 @@ func TestContractCallerDialect(t *testing.T) {
 		keys := p.v1Keys(both...)
 		wantCodes(t, "register_proc_info", g.keyed(t, "register_proc_info", 0, withUnknown(map[string]any{
 			"meta": p.meta(), "hosts": dialectHosts(both...), "spec": p.spec()}), keys), gseSuccess, keys...)
+		// Registered, not started: stopped (status 2), no pid.
+		var before gseStatusData
+		g.call(t, "get_proc_status", 1, map[string]any{"meta": p.meta(), "hosts": dialectHosts(both...)}, &before)
+		if len(before.ProcInfos) != 2 {
+			t.Fatalf("get_proc_status: %d proc_infos, want 2: %+v", len(before.ProcInfos), before.ProcInfos)
+		}
+		for _, in := range before.ProcInfos {
+			if in.Status != 2 || in.Pid > 0 {
+				t.Fatalf("get_proc_status of a registered process never started: status %d pid %d, want 2 (stopped) and no pid", in.Status, in.Pid)
+			}
+		}
 		task := g.operate(t, "operate_proc_v2", 0, map[string]any{"meta": p.meta(), "hosts": dialectHosts(both...), "op_type": 0, "spec": p.spec()})
 		v2, _ := g.wait(t, task, 0, keys, p.v2Keys(both...))
 		wantCodes(t, "start", v2, gseSuccess, p.v2Keys(both...)...)
