@@ -25,17 +25,21 @@ func TestAgentIDOperateProcMulti(t *testing.T) {
 	known := keys[:2]
 	hosts := []*testbed.Host{b.h0, b.h1}
 
-	multi := func(opType int, spec map[string]any) map[string]gseKeyed {
+	multi := func(opType int, spec map[string]any) taskAnswers {
 		t.Helper()
 		task := g.operate(t, "operate_proc_multi", opType, withUnknown(map[string]any{"proc_operate_req": []any{
 			map[string]any{"meta": p.meta(), "agent_id_list": ids, "op_type": opType, "spec": spec},
 		}}))
-		v2, _ := g.wait(t, task, opType, nil, keys)
-		wantCodes(t, "unknown agent id", v2, gseUnknownHost, keys[2])
-		return v2
+		a := g.follow(t, task, opType, nil, keys)
+		wantCodes(t, "unknown agent id", a.v2, gseUnknownHost, keys[2])
+		return a
 	}
 
-	v2 := multi(0, p.spec())
+	// The start cannot be over at the first poll (it checks liveness 1 s
+	// after the command): its keys answer 115 there.
+	started := multi(0, p.spec())
+	wantCodes(t, "first poll of the start", started.first, gseRunning, known...)
+	v2 := started.v2
 	wantCodes(t, "start by agent id", v2, gseSuccess, known...)
 	pids := make([]int, len(hosts))
 	for i, h := range hosts {
@@ -49,7 +53,7 @@ func TestAgentIDOperateProcMulti(t *testing.T) {
 		}
 	}
 
-	v2 = multi(2, p.probeSpec())
+	v2 = multi(2, p.probeSpec()).v2
 	wantCodes(t, "status by agent id", v2, gseSuccess, known...)
 	for i, h := range hosts {
 		c := v2StatusOf(t, known[i], v2[known[i]])
@@ -80,7 +84,7 @@ func TestAgentIDOperateProcMulti(t *testing.T) {
 		}
 	}
 
-	v2 = multi(1, p.spec())
+	v2 = multi(1, p.spec()).v2
 	wantCodes(t, "stop by agent id", v2, gseSuccess, known...)
 	for i, h := range hosts {
 		controlOf(t, known[i], v2[known[i]])

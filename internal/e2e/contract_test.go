@@ -356,39 +356,66 @@ func (c *gseCaller) result(t *testing.T, v2 bool, path int, task string, keys []
 	return c.keyed(t, api, path, map[string]any{"task_id": task}, keys)
 }
 
-// wait follows a task as the callers do: the first answer of both result
-// APIs already holds every requested key (115 while running, top-level code
-// 0), then get_proc_operate_result_v2 every 2 s until no key is 115. v1Keys[i]
-// and v2Keys[i] name the same (host, process); the final v1 answer must agree
-// with v2 key by key. It returns the final v2 and v1 answers. With no
-// v1Keys only v2 is asked.
+// wait follows a task as the callers do (see follow) and returns the final
+// v2 and v1 answers.
 func (c *gseCaller) wait(t *testing.T, task string, path int, v1Keys, v2Keys []string) (v2, v1 map[string]gseKeyed) {
 	t.Helper()
-	c.result(t, true, path, task, v2Keys)
+	a := c.follow(t, task, path, v1Keys, v2Keys)
+	return a.v2, a.v1
+}
+
+// taskAnswers are the first and the final answers of the result APIs.
+type taskAnswers struct {
+	first, v2, v1 map[string]gseKeyed
+}
+
+// follow follows a task as the callers do: the first answer of both result
+// APIs already holds every requested key (115 while running, top-level code
+// 0), then get_proc_operate_result_v2 every 2 s until no key is 115. A key
+// once final keeps its code. v1Keys[i] and v2Keys[i] name the same (host,
+// process); the final v1 answer must agree with v2 key by key. With no
+// v1Keys only v2 is asked.
+func (c *gseCaller) follow(t *testing.T, task string, path int, v1Keys, v2Keys []string) taskAnswers {
+	t.Helper()
+	var a taskAnswers
+	a.first = c.result(t, true, path, task, v2Keys)
 	if v1Keys != nil {
 		c.result(t, false, path+1, task, v1Keys)
 	}
+	final := map[string]int{}
 	deadline := time.Now().Add(2 * time.Minute)
 	for i := 0; ; i++ {
-		v2 = c.result(t, true, path+i, task, v2Keys)
-		if !anyRunning(v2) {
+		if i > 0 {
+			a.v2 = c.result(t, true, path+i, task, v2Keys)
+		} else {
+			a.v2 = a.first
+		}
+		for k, r := range a.v2 {
+			if was, ok := final[k]; ok && r.ErrorCode != was {
+				t.Fatalf("task %s: %s answered %d, then %+v", task, k, was, r)
+			}
+			if r.ErrorCode != gseRunning {
+				final[k] = r.ErrorCode
+			}
+		}
+		if !anyRunning(a.v2) {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("task %s still has keys at 115 after 2 minutes: %+v", task, v2)
+			t.Fatalf("task %s still has keys at 115 after 2 minutes: %+v", task, a.v2)
 		}
 		time.Sleep(2 * time.Second)
 	}
 	if v1Keys == nil {
-		return v2, nil
+		return a
 	}
-	v1 = c.result(t, false, path, task, v1Keys)
+	a.v1 = c.result(t, false, path, task, v1Keys)
 	for i, k := range v1Keys {
-		if v1[k].ErrorCode != v2[v2Keys[i]].ErrorCode {
-			t.Fatalf("task %s: v1 %s answers %+v, v2 %s answers %+v", task, k, v1[k], v2Keys[i], v2[v2Keys[i]])
+		if a.v1[k].ErrorCode != a.v2[v2Keys[i]].ErrorCode {
+			t.Fatalf("task %s: v1 %s answers %+v, v2 %s answers %+v", task, k, a.v1[k], v2Keys[i], a.v2[v2Keys[i]])
 		}
 	}
-	return v2, v1
+	return a
 }
 
 func anyRunning(data map[string]gseKeyed) bool {
