@@ -165,10 +165,7 @@ func malformedRequests(t *testing.T) []malformed {
 		{"mem 1000", reg, edited(t, reg, "spec.resource.mem", 1000), "spec.resource.mem"},
 		{"cpu_lmt -1", v1, edited(t, v1, "process_infos.0.cpu_lmt", -1), "process_infos[0].cpu_lmt"},
 		{"mem_lmt 200", v2, edited(t, v2, "process_infos.0.mem_lmt", 200), "process_infos[0].mem_lmt"},
-		{"negative start_check_secs", reg, edited(t, reg, "spec.monitor_policy.start_check_secs", -3), "spec.monitor_policy.start_check_secs"},
-		{"negative start_retries", reg, edited(t, reg, "spec.monitor_policy.start_retries", -1), "spec.monitor_policy.start_retries"},
 		{"negative cloud id", op, edited(t, op, "hosts.0.bk_cloud_id", -1), "hosts[0].bk_cloud_id"},
-		{"cycle_time negative", mg, edited(t, mg, "process_infos.0.cycle_time", -10), "process_infos[0].cycle_time"},
 		{"page.limit 0", sync, `{"meta":{"namespace":"gse"},"page":{"start":0,"limit":0}}`, "page.limit"},
 		{"page.start -1", sync, `{"meta":{"namespace":"gse"},"page":{"start":-1,"limit":10}}`, "page.start"},
 		// Relative paths where absolute ones are required.
