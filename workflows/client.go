@@ -186,6 +186,15 @@ func (e *Engine) AgentHost(agentID string) (proc.Target, bool) {
 	return proc.Target{CloudID: h.CloudID, SupplierID: h.SupplierID, IP: h.IP}, true
 }
 
+// HostAgent returns the inventory's agent id of a host, "" without one.
+func (e *Engine) HostAgent(id proc.HostID) string {
+	if e.Inventory == nil {
+		return ""
+	}
+	h, _ := e.Inventory.Lookup(id)
+	return h.AgentID
+}
+
 // Registered lists every registered (host, process) of a namespace (and
 // name, when given), from the registries of all running host workflows.
 func (e *Engine) Registered(ctx context.Context, namespace, name string) ([]proc.Item, error) {
