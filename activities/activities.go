@@ -161,7 +161,13 @@ func (r *opRun) status() HostOpOutput {
 	if f != nil {
 		return failed(*f)
 	}
-	content := proc.EncodeContent(proc.BuildStatus(r.in.Target, r.spec, p.host, p.sample, p.alive, r.in.Registration, p.extras))
+	// The content names the host by the agent id the caller sent, else by
+	// the inventory's, else by GSE 2.0's cloud:ip form.
+	target := r.in.Target
+	if target.AgentID == "" {
+		target.AgentID = r.host.AgentID
+	}
+	content := proc.EncodeContent(proc.BuildStatus(target, r.spec, p.host, p.sample, p.alive, r.in.Registration, p.extras))
 	res := ok()
 	if !p.alive {
 		res = proc.HostResult{Code: proc.CodeNotRunning, Message: proc.NotRunningMessage(r.spec.ProcName)}

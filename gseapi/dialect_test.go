@@ -174,6 +174,34 @@ type directory map[string]proc.Target
 
 func (d directory) AgentHost(id string) (proc.Target, bool) { t, ok := d[id]; return t, ok }
 
+func (d directory) HostAgent(h proc.HostID) string {
+	for id, t := range d {
+		if t.HostID() == h {
+			return id
+		}
+	}
+	return ""
+}
+
+func TestAgentOf(t *testing.T) {
+	d := directory{"abc123": {CloudID: 1, IP: "10.0.0.1"}}
+	for _, c := range []struct {
+		e    any
+		t    proc.Target
+		want string
+	}{
+		{d, proc.Target{CloudID: 1, IP: "10.0.0.1", AgentID: "1:10.0.0.1"}, "1:10.0.0.1"}, // as sent
+		{d, proc.Target{CloudID: 1, IP: "10.0.0.1"}, "abc123"},                            // the host's own
+		{d, proc.Target{CloudID: 2, IP: "10.0.0.2"}, "2:10.0.0.2"},                        // none: cloud:ip
+		{nil, proc.Target{CloudID: 1, IP: "10.0.0.1"}, "1:10.0.0.1"},                      // no directory
+		{d, proc.Target{AgentID: "nope"}, "nope"},                                         // unmapped
+	} {
+		if got := agentOf(c.e, c.t); got != c.want {
+			t.Errorf("agentOf(%+v) = %q, want %q", c.t, got, c.want)
+		}
+	}
+}
+
 // TestResultKeyForms: each API answers under the key its callers look up.
 func TestResultKeyForms(t *testing.T) {
 	task := mustTask(t, APIOperateProcMulti, `{"proc_operate_req":[{"meta":{"namespace":"ns","name":"p"},"op_type":1,

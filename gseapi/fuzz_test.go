@@ -14,7 +14,13 @@ import (
 // of the table tests.
 func fuzzSeeds(f *testing.F) [][]byte {
 	periodic := edit(f, edit(f, regBase, "spec.monitor_policy.auto_type", 0), "spec.monitor_policy.crotab_rule", "CRON_TZ=UTC */5 * * * *")
-	out := [][]byte{[]byte(opBase), []byte(manageBase), []byte(regBase), []byte(multiBase), []byte(periodic)}
+	out := [][]byte{[]byte(opBase), []byte(manageBase), []byte(regBase), []byte(multiBase), []byte(periodic), []byte(metaForm)}
+	// The dialect's malformed bodies: both operate_proc forms at once, an
+	// agent id over 64 characters, an empty agent_id_list.
+	out = append(out,
+		[]byte(strings.Replace(metaForm, `"op_type":0`, `"op_type":0,"bk_biz_id":2,"process_infos":[]`, 1)),
+		[]byte(strings.Replace(metaForm, `"3:10.0.0.9"`, `"`+strings.Repeat("f", 65)+`"`, 1)),
+		[]byte(strings.Replace(metaForm, `"agent_id_list":["0200000000005254001e8a8b1690000000a1","3:10.0.0.9"]`, `"agent_id_list":[]`, 1)))
 	for _, sf := range seedFiles {
 		if _, err := os.Stat(filepath.Join(seedDir, sf.file)); err == nil {
 			out = append(out, exampleOf(f, sf.file))
@@ -71,7 +77,9 @@ func checkTask(t *testing.T, api string, body []byte) {
 
 func checkItem(t *testing.T, api string, it proc.Item) {
 	t.Helper()
-	if it.Target.IP == "" || it.Target.CloudID < 0 || it.Target.SupplierID < 0 {
+	// A host is named by a valid ip, or by an agent id still to be mapped.
+	if tg := it.Target; tg.CloudID < 0 || tg.SupplierID < 0 || tg.IP == "" && tg.AgentID == "" ||
+		len(tg.AgentID) > MaxAgentIDBytes || hasSpaceOrControl(tg.AgentID) {
 		t.Fatalf("target %+v", it.Target)
 	}
 	if validateName("n", it.Process.Namespace) != nil || validateName("n", it.Process.Name) != nil {
@@ -79,9 +87,11 @@ func checkItem(t *testing.T, api string, it proc.Item) {
 	}
 	// A key must read back as what it was built from (IPv6 addresses
 	// contain ':' and cannot round-trip through the documented key form).
-	if !strings.Contains(it.Target.IP, ":") {
+	if it.Target.Resolved() && !strings.Contains(it.Target.IP, ":") {
 		tg, p, err := proc.ParseResultKey(it.Key())
-		if err != nil || tg != it.Target || p != it.Process {
+		want := it.Target
+		want.AgentID = ""
+		if err != nil || tg != want || p != it.Process {
 			t.Fatalf("key %q reads back as %+v %+v %v", it.Key(), tg, p, err)
 		}
 	}

@@ -136,6 +136,22 @@ func (h HostRef) target(f string) (proc.Target, error) {
 type AgentDirectory interface {
 	// AgentHost returns the host (cloud, supplier, ip) an agent id names.
 	AgentHost(agentID string) (proc.Target, bool)
+	// HostAgent returns a host's own agent id, "" when it has none.
+	HostAgent(h proc.HostID) string
+}
+
+// agentOf is the agent id get_proc_status_v2 reports for an item: the one
+// the caller sent, else the host's own from the directory, else GSE 2.0's
+// "<bk_cloud_id>:<ip>".
+func agentOf(e any, t proc.Target) string {
+	if t.AgentID == "" && t.Resolved() {
+		if dir, ok := e.(AgentDirectory); ok {
+			if id := dir.HostAgent(t.HostID()); id != "" {
+				return id
+			}
+		}
+	}
+	return t.AgentIDOrHost()
 }
 
 // resolveAgents maps the agent ids of items through e when it is an

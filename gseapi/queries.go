@@ -60,7 +60,9 @@ func DecodeResultQuery(body []byte) (*ResultQuery, error) {
 type StatusQuery struct {
 	Caller
 	Namespace, Name string
-	Targets         []proc.Target
+	// Labels are meta.labels as sent, given back in each answer.
+	Labels  map[string]json.RawMessage
+	Targets []proc.Target
 }
 
 type statusQueryJSON struct {
@@ -84,7 +86,7 @@ func DecodeStatusQuery(body []byte) (*StatusQuery, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &StatusQuery{Caller: r.Caller, Namespace: r.Meta.Namespace, Name: r.Meta.Name, Targets: targets}, nil
+	return &StatusQuery{Caller: r.Caller, Namespace: r.Meta.Namespace, Name: r.Meta.Name, Labels: r.Meta.Labels, Targets: targets}, nil
 }
 
 // SyncQuery is sync_proc_status: a page of the statuses of a namespace.

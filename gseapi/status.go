@@ -101,8 +101,9 @@ func procInfo(it proc.Item, r proc.HostResult) ProcStatus {
 }
 
 // statusOf runs a status task over items and renders their ProcInfos; v2
-// adds each host's agent id.
-func statusOf(ctx context.Context, e Engine, items []proc.Item, v2 bool) ([]ProcStatus, error) {
+// adds each host's agent id. labels, when not nil, are the request's
+// meta.labels, given back as sent.
+func statusOf(ctx context.Context, e Engine, items []proc.Item, labels map[string]json.RawMessage, v2 bool) ([]ProcStatus, error) {
 	if len(items) == 0 {
 		return []ProcStatus{}, nil
 	}
@@ -126,8 +127,11 @@ func statusOf(ctx context.Context, e Engine, items []proc.Item, v2 bool) ([]Proc
 			r = proc.Pending()
 		}
 		out[i] = procInfo(it, r)
+		if labels != nil {
+			out[i].Meta.Labels = labels
+		}
 		if v2 {
-			out[i].AgentID = it.Target.AgentIDOrHost()
+			out[i].AgentID = agentOf(e, it.Target)
 			out[i].Host.AgentID = out[i].AgentID
 		}
 	}
@@ -146,7 +150,7 @@ func getProcStatus(ctx context.Context, e Engine, body []byte, g *Grant, v2 bool
 	for i, t := range q.Targets {
 		items[i] = proc.Item{Target: t, Process: proc.ProcessID{Namespace: q.Namespace, Name: q.Name}}
 	}
-	infos, err := statusOf(ctx, e, items, v2)
+	infos, err := statusOf(ctx, e, items, q.Labels, v2)
 	if err != nil {
 		return Failure(CodeUnavailable, err), OutcomeUnavailable
 	}
@@ -174,7 +178,7 @@ func syncProcStatus(ctx context.Context, e Engine, body []byte, g *Grant) (Respo
 	if q.Start < len(all) {
 		page = all[q.Start:min(q.Start+q.Limit, len(all))]
 	}
-	infos, err := statusOf(ctx, e, page, false)
+	infos, err := statusOf(ctx, e, page, nil, false)
 	if err != nil {
 		return Failure(CodeUnavailable, err), OutcomeUnavailable
 	}

@@ -29,6 +29,9 @@ const (
 	// ProgressQuery (Operate) returns every host's result so far, pending
 	// ones as 115.
 	ProgressQuery = "progress"
+	// ChunkPendingQuery (Operate, split into chunks) returns chunk N's
+	// items as pending results, for a chunk not started yet.
+	ChunkPendingQuery = "chunk-pending"
 	// RegistryQuery (Host) returns the host's registered processes.
 	RegistryQuery = "registry"
 

@@ -80,10 +80,17 @@ func FetchOperate(ctx context.Context, c client.Client, taskID string) (OperateR
 		return out, err
 	}
 	merged := OperateResult{TaskID: out.TaskID, Total: out.Total}
-	for _, id := range out.Chunks {
+	for n, id := range out.Chunks {
 		part, err := fetchOne(ctx, c, id)
 		if errors.Is(err, ErrTaskNotFound) {
-			continue // not started yet: its hosts are missing, which callers read as 115
+			// Not started yet: its items are pending, and every key is
+			// answered all the same.
+			var pending []KeyedResult
+			if _, err := QueryOpen(ctx, c, taskID, ChunkPendingQuery, &pending, n); err != nil {
+				return out, err
+			}
+			merged.Results = append(merged.Results, pending...)
+			continue
 		}
 		if err != nil {
 			return out, err
@@ -179,6 +186,15 @@ func (e *Engine) AgentHost(agentID string) (proc.Target, bool) {
 	return proc.Target{CloudID: h.CloudID, SupplierID: h.SupplierID, IP: h.IP}, true
 }
 
+// HostAgent returns the inventory's agent id of a host, "" without one.
+func (e *Engine) HostAgent(id proc.HostID) string {
+	if e.Inventory == nil {
+		return ""
+	}
+	h, _ := e.Inventory.Lookup(id)
+	return h.AgentID
+}
+
 // Registered lists every registered (host, process) of a namespace (and
 // name, when given), from the registries of all running host workflows.
 func (e *Engine) Registered(ctx context.Context, namespace, name string) ([]proc.Item, error) {
@@ -251,9 +267,9 @@ func parseHostWorkflowID(id string) (proc.HostID, bool) {
 // QueryOpen runs a query on a running workflow and decodes its answer into
 // out. A workflow that does not exist or has closed answers found=false:
 // asking a closed one would wait for a replay on a queue nobody may poll.
-func QueryOpen(ctx context.Context, c client.Client, id, queryType string, out any) (found bool, err error) {
+func QueryOpen(ctx context.Context, c client.Client, id, queryType string, out any, args ...any) (found bool, err error) {
 	resp, err := c.QueryWorkflowWithOptions(ctx, &client.QueryWorkflowWithOptionsRequest{
-		WorkflowID: id, QueryType: queryType, QueryRejectCondition: enums.QUERY_REJECT_CONDITION_NOT_OPEN})
+		WorkflowID: id, QueryType: queryType, Args: args, QueryRejectCondition: enums.QUERY_REJECT_CONDITION_NOT_OPEN})
 	var nf *serviceerror.NotFound
 	switch {
 	case errors.As(err, &nf):

@@ -33,6 +33,14 @@ func Operate(ctx workflow.Context, in OperateInput) (OperateResult, error) {
 	}); err != nil {
 		return OperateResult{}, err
 	}
+	// A chunk the server has not started yet has no progress of its own;
+	// its items are still named here, so every key is answered (115)
+	// from the first poll on.
+	if err := workflow.SetQueryHandler(ctx, ChunkPendingQuery, func(chunk int) ([]KeyedResult, error) {
+		return op.pendingChunk(chunk), nil
+	}); err != nil {
+		return OperateResult{}, err
+	}
 	switch {
 	case in.Op == proc.OpStatus:
 		op.runStatus(ctx)
@@ -172,6 +180,20 @@ func (op *operation) failPending(code proc.Code, msg string) {
 			op.set(i, proc.HostResult{Code: code, Message: msg})
 		}
 	}
+}
+
+// pendingChunk is chunk n's items, each pending.
+func (op *operation) pendingChunk(n int) []KeyedResult {
+	start := n * policies.ChunkSize
+	if n < 0 || start >= len(op.in.Items) {
+		return nil
+	}
+	items := op.in.Items[start:min(start+policies.ChunkSize, len(op.in.Items))]
+	out := make([]KeyedResult, len(items))
+	for i, it := range items {
+		out[i] = KeyedResult{Key: it.Key(), AgentID: it.Target.AgentID, HostResult: proc.Pending()}
+	}
+	return out
 }
 
 func (op *operation) snapshot() OperateResult {

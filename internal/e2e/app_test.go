@@ -262,6 +262,32 @@ func TestControlOpFailures(t *testing.T) {
 		t.Fatal("TERM to the process group left it alive")
 	}
 	wantCode(t, "ps1 on an ssh host", e.op(proc.OpStart, item("win", func(s *proc.Spec) { s.ShellExt = proc.ShellPS1 })), proc.CodeBadSpec)
+
+	// Stop and kill are judged by the outcome: a script that stops the
+	// process and then exits 1 (real ones do) answers 0, and says so.
+	exits1 := item("exits1", func(s *proc.Spec) {
+		s.StopCmd = "./stop.sh; echo already gone >&2; exit 1"
+		s.KillCmd = "./kill.sh; exit 1"
+		s.StopCheck = time.Second
+	})
+	for _, op := range []proc.OpType{proc.OpStop, proc.OpKill} {
+		wantCode(t, "start exits1", e.op(proc.OpStart, exits1), proc.CodeSuccess)
+		pid := hostPid(t, h, "/data/app/svc.pid")
+		r = e.op(op, exits1)
+		wantCode(t, op.String()+" whose command exits 1 after the process is gone", r, proc.CodeSuccess)
+		if !strings.Contains(r.Message, "command exited 1") || hostAlive(h, pid) {
+			t.Fatalf("%v: message %q (must say how the command exited); pid %d alive %v", op, r.Message, pid, hostAlive(h, pid))
+		}
+	}
+	// A command that exits 1 and leaves the process alive stays 836.
+	fails := item("exits1", func(s *proc.Spec) { s.StopCmd = "exit 1"; s.StopCheck = time.Second })
+	wantCode(t, "start again", e.op(proc.OpStart, fails), proc.CodeSuccess)
+	r = e.op(proc.OpStop, fails)
+	wantCode(t, "stop whose command exits 1 and stops nothing", r, proc.CodePostCheck)
+	if !strings.Contains(r.Message, "stop command exited 1") {
+		t.Fatalf("836 must say how the command exited: %q", r.Message)
+	}
+	wantCode(t, "clean up", e.op(proc.OpKill, item("exits1", func(s *proc.Spec) {})), proc.CodeSuccess)
 }
 
 func TestRegistryOps(t *testing.T) {
@@ -278,9 +304,13 @@ func TestRegistryOps(t *testing.T) {
 	wantCode(t, "update", e.op(proc.OpSpecUpdate, it), proc.CodeSuccess)
 	wantCode(t, "unregister", e.op(proc.OpSpecUnregister, it), proc.CodeSuccess)
 	wantCode(t, "unregister again", e.op(proc.OpSpecUnregister, it), proc.CodeNotRunning)
-	wantCode(t, "update unknown", e.op(proc.OpSpecUpdate, it), proc.CodeNotRegistered)
+	// GSE 2.0 callers register through update: an update of what is not
+	// registered registers it.
+	wantCode(t, "update unknown", e.op(proc.OpSpecUpdate, it), proc.CodeSuccess)
+	wantCode(t, "register after an update registered it", e.op(proc.OpSpecRegister, it), proc.CodeAlreadyExists)
 
 	// The registry lives in the host's workflow: it outlives the worker.
+	wantCode(t, "unregister before restart", e.op(proc.OpSpecUnregister, it), proc.CodeSuccess)
 	wantCode(t, "register before restart", e.op(proc.OpSpecRegister, it), proc.CodeSuccess)
 	e.worker.Stop()
 	e.startWorker()

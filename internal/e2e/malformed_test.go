@@ -165,10 +165,7 @@ func malformedRequests(t *testing.T) []malformed {
 		{"mem 1000", reg, edited(t, reg, "spec.resource.mem", 1000), "spec.resource.mem"},
 		{"cpu_lmt -1", v1, edited(t, v1, "process_infos.0.cpu_lmt", -1), "process_infos[0].cpu_lmt"},
 		{"mem_lmt 200", v2, edited(t, v2, "process_infos.0.mem_lmt", 200), "process_infos[0].mem_lmt"},
-		{"negative start_check_secs", reg, edited(t, reg, "spec.monitor_policy.start_check_secs", -3), "spec.monitor_policy.start_check_secs"},
-		{"negative start_retries", reg, edited(t, reg, "spec.monitor_policy.start_retries", -1), "spec.monitor_policy.start_retries"},
 		{"negative cloud id", op, edited(t, op, "hosts.0.bk_cloud_id", -1), "hosts[0].bk_cloud_id"},
-		{"cycle_time negative", mg, edited(t, mg, "process_infos.0.cycle_time", -10), "process_infos[0].cycle_time"},
 		{"page.limit 0", sync, `{"meta":{"namespace":"gse"},"page":{"start":0,"limit":0}}`, "page.limit"},
 		{"page.start -1", sync, `{"meta":{"namespace":"gse"},"page":{"start":-1,"limit":10}}`, "page.start"},
 		// Relative paths where absolute ones are required.
@@ -192,6 +189,15 @@ func malformedRequests(t *testing.T) []malformed {
 		{"task_id with a newline", res, `{"task_id":"GSETASK:1\n2"}`, "task_id"},
 		{"conflicting task ids", res, `{"task_id":"GSETASK:1","bk_gse_taskid":"GSETASK:2"}`, "bk_gse_taskid"},
 		{"multi entry without op_type", mul, multiEntry("op_type", deleteField), "proc_operate_req[0].op_type"},
+
+		// The GSE 2.0 dialect.
+		{"operate_proc in both forms at once", v2, edited(t, v2, "meta", map[string]any{"namespace": "gse", "name": "p"}, "hosts", []any{host}), "meta"},
+		{"operate_proc in neither form", v1, `{"op_type":2,"hosts":[{"ip":"10.0.0.1","bk_cloud_id":0}]}`, "(body)"},
+		{"agent id over 64 characters", op, edited(t, op, "agent_id_list", []any{strings.Repeat("a", 65)}), "agent_id_list[0]"},
+		{"empty agent_id_list", op, edited(t, op, "agent_id_list", []any{}), "agent_id_list"},
+		{"empty agent_id_list in a multi entry", mul, multiEntry("agent_id_list", []any{}), "proc_operate_req[0].agent_id_list"},
+		{"v2 status with empty agent_id_list", "get_proc_status_v2", `{"meta":{"namespace":"gse","name":"p"},"agent_id_list":[]}`, "agent_id_list"},
+		{"v2 result without task_id", "get_proc_operate_result_v2", `{}`, "task_id"},
 	}
 	for _, c := range cases {
 		if c.api == "" {

@@ -136,7 +136,7 @@ func TestSeedExamplesEndToEnd(t *testing.T) {
 	full := map[string]any{}
 	_ = json.Unmarshal([]byte(st.Content), &full)
 	instRaw := full["process"].([]any)[0].(map[string]any)["instance"].([]any)[0].(map[string]any)
-	if st.ErrorCode != 0 || c.Process[0].Instance[0].Pid != pid || instRaw["version"] != "1.2.3" || instRaw["health"] != float64(1) || instRaw["isAuto"] != true {
+	if st.ErrorCode != 0 || c.Process[0].Instance[0].Pid != pid || instRaw["version"] != "1.2.3" || instRaw["health"] != "1" || instRaw["isAuto"] != true {
 		t.Fatalf("status: %+v %v", st, instRaw)
 	}
 	if r := op("7"); r.ErrorCode != 0 || hostPid(t, h, "/data/gsetest/proc-test.pid") == pid {
