@@ -721,11 +721,46 @@ func TestContractCallerDialect(t *testing.T) {
 				}
 			}
 		}
+		// The codes callers branch on: start of what runs is 828, stop of
+		// what does not run is 829, each with its control content.
+		v2, _ = op(0, 2, p.spec())
+		wantCodes(t, "second start", v2, gseAlreadyRunning, p.v2Keys(both...)...)
 		v2, _ = op(1, 3, p.spec())
 		wantCodes(t, "stop", v2, gseSuccess, p.v2Keys(both...)...)
 		for _, h := range both {
 			controlOf(t, p.v2Key(h), v2[p.v2Key(h)])
 		}
+		v2, _ = op(1, 0, p.spec())
+		wantCodes(t, "second stop", v2, gseNotRunning, p.v2Keys(both...)...)
+		for _, h := range both {
+			k := p.v2Key(h)
+			if want := "no need to stop the process(" + p.name + ") that is not running"; v2[k].ErrorMsg != want {
+				t.Fatalf("second stop on %s: error_msg %q, want %q", h.IP, v2[k].ErrorMsg, want)
+			}
+			controlOf(t, k, v2[k])
+		}
+	})
+
+	t.Run("AliveMonitorPolicyIsRead", func(t *testing.T) {
+		// A program that lives 3 s: with alive_monitor_policy's
+		// start_check_secs 1 it is alive at the check, where the default
+		// 5 s would find it dead (836).
+		p := dialectProc{ns: "contract", name: "brief", dir: "contract-brief"}
+		d := "/data/" + p.dir
+		if _, err := h0.Exec(fmt.Sprintf(`set -e; mkdir -p %[1]s
+printf '#!/bin/sh\necho $$ > %[1]s/brief.pid\nsleep 3\n' > %[1]s/brief
+printf '#!/bin/sh\ncd %[1]s && setsid ./brief </dev/null >/dev/null 2>&1 &\nsleep 0.2\n' > %[1]s/start.sh
+chmod +x %[1]s/brief %[1]s/start.sh`, d)); err != nil {
+			t.Fatal(err)
+		}
+		spec := p.spec()
+		spec["control"] = map[string]any{"start_cmd": "./start.sh", "stop_cmd": "", "restart_cmd": "", "reload_cmd": "", "kill_cmd": ""}
+		task := g.operate(t, "operate_proc_v2", 1, withUnknown(map[string]any{
+			"meta": p.meta(), "hosts": dialectHosts(h0), "op_type": 0, "spec": spec}))
+		v2, _ := g.wait(t, task, 1, p.v1Keys(h0), p.v2Keys(h0))
+		wantCodes(t, "start with start_check_secs 1 of a program that lives 3 s", v2, gseSuccess, p.v2Keys(h0)...)
+		// No restarts of it after the test: it is unregistered.
+		g.keyed(t, "unregister_proc_info", 1, map[string]any{"meta": p.meta(), "hosts": dialectHosts(h0), "spec": spec}, p.v1Keys(h0))
 	})
 
 	t.Run("OperateProcV2ByAgentID", func(t *testing.T) {
