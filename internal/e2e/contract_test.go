@@ -742,13 +742,13 @@ func TestContractCallerDialect(t *testing.T) {
 	})
 
 	t.Run("AliveMonitorPolicyIsRead", func(t *testing.T) {
-		// A program that lives 3 s: with alive_monitor_policy's
+		// A program that lives 4 s: with alive_monitor_policy's
 		// start_check_secs 1 it is alive at the check, where the default
 		// 5 s would find it dead (836).
 		p := dialectProc{ns: "contract", name: "brief", dir: "contract-brief"}
 		d := "/data/" + p.dir
 		if _, err := h0.Exec(fmt.Sprintf(`set -e; mkdir -p %[1]s
-printf '#!/bin/sh\necho $$ > %[1]s/brief.pid\nsleep 3\n' > %[1]s/brief
+printf '#!/bin/sh\necho $$ > %[1]s/brief.pid\nsleep 4\n' > %[1]s/brief
 printf '#!/bin/sh\ncd %[1]s && setsid ./brief </dev/null >/dev/null 2>&1 &\nsleep 0.2\n' > %[1]s/start.sh
 chmod +x %[1]s/brief %[1]s/start.sh`, d)); err != nil {
 			t.Fatal(err)
@@ -758,7 +758,7 @@ chmod +x %[1]s/brief %[1]s/start.sh`, d)); err != nil {
 		task := g.operate(t, "operate_proc_v2", 1, withUnknown(map[string]any{
 			"meta": p.meta(), "hosts": dialectHosts(h0), "op_type": 0, "spec": spec}))
 		v2, _ := g.wait(t, task, 1, p.v1Keys(h0), p.v2Keys(h0))
-		wantCodes(t, "start with start_check_secs 1 of a program that lives 3 s", v2, gseSuccess, p.v2Keys(h0)...)
+		wantCodes(t, "start with start_check_secs 1 of a program that lives 4 s", v2, gseSuccess, p.v2Keys(h0)...)
 		// No restarts of it after the test: it is unregistered.
 		g.keyed(t, "unregister_proc_info", 1, map[string]any{"meta": p.meta(), "hosts": dialectHosts(h0), "spec": spec}, p.v1Keys(h0))
 	})
@@ -791,6 +791,26 @@ chmod +x %[1]s/brief %[1]s/start.sh`, d)); err != nil {
 					}
 				}
 			}
+		}
+		// restart and reload, as the process-config manager sends them.
+		pidFile := "/data/" + p.dir + "/" + p.name + ".pid"
+		before := []int{hostPid(t, h0, pidFile), hostPid(t, h1, pidFile)}
+		v2, _ = op(7, 3, p.spec())
+		wantCodes(t, "restart by agent id", v2, gseSuccess, v2Keys...)
+		for i, h := range both {
+			controlOf(t, v2Keys[i], v2[v2Keys[i]])
+			if now := hostPid(t, h, pidFile); now == before[i] || !hostAlive(h, now) {
+				t.Fatalf("restart on %s: pid %d before, %d after", h.IP, before[i], now)
+			}
+		}
+		v2, _ = op(8, 0, p.spec())
+		wantCodes(t, "reload by agent id", v2, gseSuccess, v2Keys...)
+		for i, h := range both {
+			controlOf(t, v2Keys[i], v2[v2Keys[i]])
+			waitFor(t, 10*time.Second, "reload on "+h.IP, func() bool {
+				out, _ := h.Exec("cat /data/" + p.dir + "/events 2>/dev/null || true")
+				return strings.Contains(out, "reload")
+			})
 		}
 		v2, _ = op(1, 2, p.spec())
 		wantCodes(t, "stop by agent id", v2, gseSuccess, v2Keys...)
