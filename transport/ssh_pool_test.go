@@ -1,0 +1,195 @@
+package transport
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/drover-sh/drover/internal/testbed"
+)
+
+func TestConcurrentRunsShareOneHandshake(t *testing.T) {
+	bed, hosts := newBed(t, 3)
+	s := newSSH(t, bed.KnownHostsPath)
+	const n = 50
+	var wg sync.WaitGroup
+	errs := make(chan error, 2*n)
+	for i := 0; i < n; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			res, err := s.Run(context.Background(), hosts[0], Command{Script: "echo " + strconv.Itoa(i) + "; sleep 0.05"})
+			if err == nil && string(res.Stdout) != strconv.Itoa(i)+"\n" {
+				err = fmt.Errorf("run %d got %q", i, res.Stdout)
+			}
+			if err != nil {
+				errs <- err
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	if st := s.Stats(); st.Handshakes != 1 || st.Execs != n {
+		t.Fatalf("after %d concurrent runs: %+v, want 1 handshake", n, st)
+	}
+
+	// Later calls, and other hosts, reuse or add one connection each.
+	for round := 0; round < 3; round++ {
+		var wg sync.WaitGroup
+		for _, h := range hosts {
+			for j := 0; j < 5; j++ {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					if _, err := s.Run(context.Background(), h, Command{Script: "true"}); err != nil {
+						t.Error(err)
+					}
+				}()
+			}
+		}
+		wg.Wait()
+	}
+	if st := s.Stats(); st.Handshakes != 3 {
+		t.Fatalf("three hosts: %+v, want 3 handshakes", st)
+	}
+}
+
+func TestPoolCapClosesLeastRecentlyUsedIdle(t *testing.T) {
+	bed, hosts := newBed(t, 3)
+	s := newSSH(t, bed.KnownHostsPath, func(o *SSHOptions) { o.MaxPooled = 2 })
+	ctx := context.Background()
+	for _, h := range hosts[:2] {
+		run(t, s, h, Command{Script: "true"})
+	}
+	run(t, s, hosts[0], Command{Script: "true"}) // hosts[1] is now the least recently used
+
+	// A third host while hosts[0] runs a command: hosts[1] goes, hosts[0] stays.
+	busy := make(chan error, 1)
+	go func() {
+		_, err := s.Run(ctx, hosts[0], Command{Script: "sleep 1"})
+		busy <- err
+	}()
+	time.Sleep(200 * time.Millisecond)
+	run(t, s, hosts[2], Command{Script: "true"})
+	if err := <-busy; err != nil {
+		t.Fatalf("the busy connection was closed under its command: %v", err)
+	}
+	waitTrims := time.Now().Add(5 * time.Second)
+	for s.Stats().Trims != 1 && time.Now().Before(waitTrims) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	before := s.Stats()
+	if before.Trims != 1 || before.Handshakes != 3 {
+		t.Fatalf("after a third host with a cap of 2: %+v, want 1 trim and 3 handshakes", before)
+	}
+	run(t, s, hosts[0], Command{Script: "true"})
+	run(t, s, hosts[2], Command{Script: "true"})
+	if st := s.Stats(); st.Handshakes != 3 {
+		t.Fatalf("the kept connections were dialled again: %+v", st)
+	}
+	run(t, s, hosts[1], Command{Script: "true"})
+	if st := s.Stats(); st.Handshakes != 4 {
+		t.Fatalf("the trimmed host must dial again: %+v", st)
+	}
+}
+
+func TestKeepAliveEvictsFrozenConnection(t *testing.T) {
+	bed, hosts := newBed(t, 1)
+	s := newSSH(t, bed.KnownHostsPath, func(o *SSHOptions) { o.KeepAlive = 500 * time.Millisecond })
+	run(t, s, hosts[0], Command{Script: "true"})
+	if err := bed.Hosts[0].Pause(); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for s.Stats().Evictions == 0 && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+	}
+	bed.Hosts[0].Resume()
+	if st := s.Stats(); st.Evictions == 0 {
+		t.Fatalf("frozen connection not evicted: %+v", st)
+	}
+	run(t, s, hosts[0], Command{Script: "true"})
+	if st := s.Stats(); st.Handshakes < 2 {
+		t.Errorf("want a fresh connection after eviction: %+v", st)
+	}
+}
+
+// sessionChildren are the listener's children: one per client connection.
+func sessionChildren(t *testing.T, listener int) []int {
+	t.Helper()
+	return liveProcs(func(f []string) bool { return len(f) > 1 && f[1] == strconv.Itoa(listener) })
+}
+
+func dropConnections(t *testing.T, h *testbed.Host) {
+	t.Helper()
+	kids := sessionChildren(t, h.Pid())
+	if len(kids) == 0 {
+		t.Error("no sshd connection processes found")
+	}
+	for _, pid := range kids {
+		syscall.Kill(pid, syscall.SIGKILL)
+	}
+}
+
+func TestConnectionDropReconnects(t *testing.T) {
+	bed, hosts := newBed(t, 1)
+	s := newSSH(t, bed.KnownHostsPath)
+	h, th := hosts[0], bed.Hosts[0]
+	run(t, s, h, Command{Script: "true"})
+
+	dropConnections(t, th)
+	if got := string(run(t, s, h, Command{Script: "echo again"}).Stdout); got != "again\n" {
+		t.Fatalf("after drop: %q", got)
+	}
+	if st := s.Stats(); st.Handshakes != 2 {
+		t.Errorf("stats %+v, want a second handshake", st)
+	}
+
+	// A connection that died before the command was sent is retried on a
+	// fresh one: runOn reports it as fresh, and Run succeeds.
+	c, err := s.get(context.Background(), keyFor(h))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.client.Close()
+	_, err, fresh := s.runOn(context.Background(), c, h.User, Command{Script: "true"})
+	if !fresh || KindOf(err) != KindUnreachable {
+		t.Errorf("dead connection: fresh=%v err=%v", fresh, err)
+	}
+	run(t, s, h, Command{Script: "true"})
+
+	// A connection lost mid-command is reported, never re-run.
+	tok := token(t)
+	go func() {
+		if waitRunning(t, th, "^sleep 30\\."+tok+"$") {
+			dropConnections(t, th)
+		}
+	}()
+	_, err = s.Run(context.Background(), h, Command{Script: "echo x >> /data/runs-" + tok + "; sleep 30." + tok})
+	wantKind(t, err, KindUnreachable)
+	if out := hostExec(t, th, "cat /data/runs-"+tok); out != "x" {
+		t.Errorf("command ran %q times", out)
+	}
+	run(t, s, h, Command{Script: "true"})
+}
+
+func TestCloseFailsLaterRuns(t *testing.T) {
+	bed, hosts := newBed(t, 1)
+	s := newSSH(t, bed.KnownHostsPath)
+	run(t, s, hosts[0], Command{Script: "true"})
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	_, err := s.Run(context.Background(), hosts[0], Command{Script: "true"})
+	if !errors.Is(err, ErrClosed) {
+		t.Errorf("after Close: %v", err)
+	}
+}
