@@ -71,7 +71,10 @@ type SSH struct {
 	handshakes, poolHits, execs, evictions, trims atomic.Int64
 }
 
-var _ Runner = (*SSH)(nil)
+var (
+	_ Runner    = (*SSH)(nil)
+	_ Connector = (*SSH)(nil)
+)
 
 // ErrClosed is returned by Run after Close.
 var ErrClosed = errors.New("ssh transport closed")
