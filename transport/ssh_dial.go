@@ -29,14 +29,14 @@ func (s *SSH) dial(key poolKey) (*conn, error) {
 	}
 	defer closeAgent()
 
-	var bastion *ssh.Client
+	var bastion *conn
 	via := ""
 	if key.bastion != (endpoint{}) {
 		// The bastion connection has its own dial budget and is shared by
 		// every host behind it.
 		b := key.bastion
 		via = " via bastion " + b.String()
-		bc, err := s.get(s.ctx, poolKey{target: b})
+		bc, err := s.ride(b)
 		if err != nil {
 			kind := KindOf(err)
 			var te *Error
@@ -45,7 +45,14 @@ func (s *SSH) dial(key poolKey) (*conn, error) {
 			}
 			return fail(kind, fmt.Errorf("bastion %s: %w", b, err))
 		}
-		bastion = bc.client
+		bastion = bc
+		// A new connection carries the ride until it closes; a failed dial
+		// ends it here.
+		defer func() {
+			if bastion != nil {
+				bastion.release()
+			}
+		}()
 	}
 
 	// One budget covers TCP connect (or the bastion's tunnel) and handshake.
@@ -53,7 +60,7 @@ func (s *SSH) dial(key poolKey) (*conn, error) {
 	defer cancel()
 	var raw net.Conn
 	if bastion != nil {
-		raw, err = bastion.DialContext(ctx, "tcp", t.Addr)
+		raw, err = bastion.client.DialContext(ctx, "tcp", t.Addr)
 		if err != nil {
 			return fail(KindUnreachable, fmt.Errorf("bastion %s could not reach the host: %w", key.bastion, err))
 		}
@@ -112,13 +119,16 @@ func (s *SSH) dial(key poolKey) (*conn, error) {
 		return fail(KindUnreachable, fmt.Errorf("handshake%s: %w", via, err))
 	}
 	s.handshakes.Add(1)
-	return &conn{
+	c := &conn{
 		key:    key,
 		client: ssh.NewClient(cc, chans, reqs),
 		sem:    make(chan struct{}, s.opts.MaxSessionsPerHost),
 		kills:  make(chan struct{}, killSlots),
 		done:   make(chan struct{}),
-	}, nil
+		via:    bastion,
+	}
+	bastion = nil // handed over to c
+	return c, nil
 }
 
 // authMethods builds, in order: the identity file and agent keys (one

@@ -2,6 +2,7 @@ package transport
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sort"
 	"sync"
@@ -56,6 +57,13 @@ type conn struct {
 	once   sync.Once
 	// lastUsed is when a Run last took this connection, in unix nanoseconds.
 	lastUsed atomic.Int64
+	// via is the bastion connection this one tunnels through, nil when
+	// direct. riders counts the connections tunnelling through this one,
+	// dials in flight included: closing a bastion drops every tunnel
+	// through it at once, so one with riders is never closed as idle.
+	// riders only grows under SSH.mu, so a trim never races a new rider.
+	via    *conn
+	riders atomic.Int32
 }
 
 // killSlots is the headroom left between MaxSessionsPerHost's default and
@@ -69,8 +77,24 @@ func (c *conn) shut() (closed bool) {
 		closed = true
 		close(c.done)
 		_ = c.client.Close()
+		if c.via != nil {
+			c.via.release()
+		}
 	})
 	return closed
+}
+
+// release ends one rider's use of bastion c. The bastion's idle time
+// starts when its last rider leaves, not when it was last dialled through.
+func (c *conn) release() {
+	c.lastUsed.Store(time.Now().UnixNano())
+	c.riders.Add(-1)
+}
+
+// idle reports that c may be closed to save resources: no command or kill
+// session on it and no connection tunnelling through it. SSH.mu is held.
+func (c *conn) idle() bool {
+	return len(c.sem) == 0 && len(c.kills) == 0 && c.riders.Load() == 0
 }
 
 func (c *conn) alive() bool {
@@ -145,7 +169,7 @@ func (s *SSH) dialEntry(key poolKey, e *poolEntry) {
 		s.wg.Add(2)
 		go s.watch(c)
 		go s.keepAlive(c)
-		for _, old := range s.overCapLocked() {
+		for _, old := range s.overCapLocked(c) {
 			go func() {
 				if old.shut() {
 					s.trims.Add(1)
@@ -156,10 +180,13 @@ func (s *SSH) dialEntry(key poolKey, e *poolEntry) {
 }
 
 // overCapLocked removes from the pool, least recently used first, the idle
-// connections beyond MaxPooled and returns them for closing. A connection
-// with a session open is never among them; a Run that took one just before
-// finds it closed before its command was sent, and dials afresh.
-func (s *SSH) overCapLocked() []*conn {
+// connections beyond MaxPooled and returns them for closing. Neither a
+// connection with a session open nor a bastion with connections through it
+// is ever among them, nor fresh, the one just dialled for a waiting Run;
+// the pool then stays above the cap until they become idle. A Run that
+// took a connection just before it was trimmed finds it closed before its
+// command was sent, and dials afresh.
+func (s *SSH) overCapLocked(fresh *conn) []*conn {
 	excess := len(s.pool) - s.opts.MaxPooled
 	if s.opts.MaxPooled <= 0 || excess <= 0 {
 		return nil
@@ -168,7 +195,7 @@ func (s *SSH) overCapLocked() []*conn {
 	for _, e := range s.pool {
 		select {
 		case <-e.ready:
-			if e.c != nil && len(e.c.sem) == 0 {
+			if e.c != nil && e.c != fresh && e.c.idle() {
 				idle = append(idle, e.c)
 			}
 		default:
@@ -182,6 +209,32 @@ func (s *SSH) overCapLocked() []*conn {
 		delete(s.pool, c.key)
 	}
 	return idle
+}
+
+// ride returns the pooled connection to bastion b with one more rider,
+// which the caller hands on to the connection it dials through it, or
+// releases if that dial fails.
+func (s *SSH) ride(b endpoint) (*conn, error) {
+	key := poolKey{target: b}
+	for attempt := 0; ; attempt++ {
+		bc, err := s.get(s.ctx, key)
+		if err != nil {
+			return nil, err
+		}
+		s.mu.Lock()
+		// Trimmed between get and here: it is about to close.
+		pooled := s.pool[key] != nil && s.pool[key].c == bc && bc.alive()
+		if pooled {
+			bc.riders.Add(1)
+		}
+		s.mu.Unlock()
+		if pooled {
+			return bc, nil
+		}
+		if attempt == 2 {
+			return nil, &Error{Kind: KindUnreachable, Host: b.Addr, Err: errors.New("connection closed as soon as it was made")}
+		}
+	}
 }
 
 // evict drops c from the pool and closes it.

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/drover-sh/drover/internal/testbed"
+	"github.com/drover-sh/drover/inventory"
 )
 
 func TestConcurrentRunsShareOneHandshake(t *testing.T) {
@@ -191,5 +192,73 @@ func TestCloseFailsLaterRuns(t *testing.T) {
 	_, err := s.Run(context.Background(), hosts[0], Command{Script: "true"})
 	if !errors.Is(err, ErrClosed) {
 		t.Errorf("after Close: %v", err)
+	}
+}
+
+// waitStat waits until a counter reaches want: the pool closes trimmed
+// and idle connections in the background.
+func waitStat(t *testing.T, s *SSH, name string, pick func(SSHStats) int64, want int64) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for pick(s.Stats()) < want {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s never reached %d: %+v", name, want, s.Stats())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func trims(st SSHStats) int64 { return st.Trims }
+
+// behindBastion returns hosts[1:] reached through hosts[0] as a bastion.
+func behindBastion(t *testing.T, bed *testbed.Bed, hosts []inventory.Host) []inventory.Host {
+	t.Helper()
+	var entries []inventory.Host
+	for _, h := range hosts[1:] {
+		entries = append(entries, inventory.Host{IP: h.IP, CloudID: 7})
+	}
+	inv, err := inventory.New(bed.KnownHostsPath,
+		inventory.Host{User: "root", IdentityFile: bed.ClientKeyPath},
+		map[int]inventory.Bastion{7: {User: "root", Address: hosts[0].DialAddress(), IdentityFile: bed.ClientKeyPath}},
+		entries)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := inv.Hosts()
+	for _, h := range out {
+		if h.Bastion == nil {
+			t.Fatal("inventory did not attach the bastion")
+		}
+	}
+	return out
+}
+
+// TestBastionSurvivesPoolTrim fills the pool with a bastion, being the
+// least recently used connection, and two hosts behind it. A direct host
+// over the cap must trim a host connection, not the bastion: closing that
+// would drop both tunnels at once.
+func TestBastionSurvivesPoolTrim(t *testing.T) {
+	bed, hosts := newBed(t, 3)
+	via := behindBastion(t, bed, hosts)
+	b1, b2, direct := via[0], via[1], hosts[1]
+	s := newSSH(t, bed.KnownHostsPath, func(o *SSHOptions) { o.MaxPooled = 3 })
+	for _, h := range []inventory.Host{b1, b2, b1, b2} {
+		run(t, s, h, Command{Script: "true"})
+	}
+	if st := s.Stats(); st.Handshakes != 3 {
+		t.Fatalf("bastion and two hosts behind it: %+v, want 3 handshakes", st)
+	}
+	run(t, s, direct, Command{Script: "true"})
+	waitStat(t, s, "trims", trims, 1)
+
+	// The bastion stayed, so the tunnel of the host not trimmed still works.
+	run(t, s, b2, Command{Script: "true"})
+	if st := s.Stats(); st.Handshakes != 4 || st.Trims != 1 {
+		t.Fatalf("after the direct host: %+v, want 4 handshakes and 1 trim: the bastion or b2 was closed", st)
+	}
+	// The trimmed host is dialled again through the same bastion.
+	run(t, s, b1, Command{Script: "true"})
+	if st := s.Stats(); st.Handshakes != 5 {
+		t.Fatalf("b1 again: %+v, want only b1 dialled again, through the same bastion", st)
 	}
 }
