@@ -63,41 +63,46 @@ func TestConcurrentRunsShareOneHandshake(t *testing.T) {
 	}
 }
 
+// TestPoolCapClosesLeastRecentlyUsedIdle makes the least recently used
+// connection a busy one: the cap must pass it over for the least recently
+// used idle one, and the busy command must finish.
 func TestPoolCapClosesLeastRecentlyUsedIdle(t *testing.T) {
-	bed, hosts := newBed(t, 3)
-	s := newSSH(t, bed.KnownHostsPath, func(o *SSHOptions) { o.MaxPooled = 2 })
-	ctx := context.Background()
-	for _, h := range hosts[:2] {
-		run(t, s, h, Command{Script: "true"})
-	}
-	run(t, s, hosts[0], Command{Script: "true"}) // hosts[1] is now the least recently used
-
-	// A third host while hosts[0] runs a command: hosts[1] goes, hosts[0] stays.
+	bed, hosts := newBed(t, 4)
+	s := newSSH(t, bed.KnownHostsPath, func(o *SSHOptions) { o.MaxPooled = 3 })
+	tok := token(t)
 	busy := make(chan error, 1)
 	go func() {
-		_, err := s.Run(ctx, hosts[0], Command{Script: "sleep 1"})
+		res, err := s.Run(context.Background(), hosts[0], Command{Script: "while [ ! -e /data/go-" + tok + " ]; do sleep 0.05; done; echo finished"})
+		if err == nil && string(res.Stdout) != "finished\n" {
+			err = fmt.Errorf("busy command: stdout %q", res.Stdout)
+		}
 		busy <- err
 	}()
-	time.Sleep(200 * time.Millisecond)
-	run(t, s, hosts[2], Command{Script: "true"})
+	if !waitRunning(t, bed.Hosts[0], "[/]data/go-"+tok) {
+		t.FailNow()
+	}
+	for _, h := range []inventory.Host{hosts[1], hosts[2], hosts[1]} {
+		run(t, s, h, Command{Script: "true"})
+	}
+	// Oldest first: hosts[0] (busy), hosts[2], hosts[1]. A fourth host is
+	// one over the cap.
+	run(t, s, hosts[3], Command{Script: "true"})
+	waitStat(t, s, "trims", trims, 1)
+	hostExec(t, bed.Hosts[0], "touch /data/go-"+tok)
 	if err := <-busy; err != nil {
 		t.Fatalf("the busy connection was closed under its command: %v", err)
 	}
-	waitTrims := time.Now().Add(5 * time.Second)
-	for s.Stats().Trims != 1 && time.Now().Before(waitTrims) {
-		time.Sleep(20 * time.Millisecond)
+	if st := s.Stats(); st.Trims != 1 || st.Handshakes != 4 {
+		t.Fatalf("after a fourth host with a cap of 3: %+v, want 1 trim and 4 handshakes", st)
 	}
-	before := s.Stats()
-	if before.Trims != 1 || before.Handshakes != 3 {
-		t.Fatalf("after a third host with a cap of 2: %+v, want 1 trim and 3 handshakes", before)
+	for _, h := range []inventory.Host{hosts[0], hosts[1], hosts[3]} {
+		run(t, s, h, Command{Script: "true"})
 	}
-	run(t, s, hosts[0], Command{Script: "true"})
-	run(t, s, hosts[2], Command{Script: "true"})
-	if st := s.Stats(); st.Handshakes != 3 {
+	if st := s.Stats(); st.Handshakes != 4 {
 		t.Fatalf("the kept connections were dialled again: %+v", st)
 	}
-	run(t, s, hosts[1], Command{Script: "true"})
-	if st := s.Stats(); st.Handshakes != 4 {
+	run(t, s, hosts[2], Command{Script: "true"})
+	if st := s.Stats(); st.Handshakes != 5 {
 		t.Fatalf("the trimmed host must dial again: %+v", st)
 	}
 }
