@@ -38,6 +38,11 @@ type SSHOptions struct {
 	// idle ones are closed, so a worker over a large fleet stays within its
 	// file descriptors. 0 means no cap.
 	MaxPooled int
+	// IdleTimeout closes a pooled connection unused for longer: no
+	// command on it, none finished within the timeout, and no connection
+	// tunnelling through it. Hosts a worker no longer runs commands on then
+	// hold no sshd session. 0 means never.
+	IdleTimeout time.Duration
 	// TrustOnFirstUse records the key of a host missing from known_hosts
 	// there and accepts it. A changed or revoked key is still refused. Off
 	// by default: a first connection then cannot be told from a MITM.
@@ -53,6 +58,7 @@ type SSHStats struct {
 	Execs      int64 // commands sent to a host
 	Evictions  int64 // pooled connections dropped as dead
 	Trims      int64 // idle connections closed to stay within MaxPooled
+	IdleClosed int64 // connections closed after IdleTimeout unused
 }
 
 // SSH runs commands over SSH with no agent on the host. Connections are
@@ -68,7 +74,7 @@ type SSH struct {
 	pool  map[poolKey]*poolEntry
 	close bool
 
-	handshakes, poolHits, execs, evictions, trims atomic.Int64
+	handshakes, poolHits, execs, evictions, trims, idleClosed atomic.Int64
 }
 
 var (
@@ -109,7 +115,12 @@ func NewSSH(opts SSHOptions) (*SSH, error) {
 		return nil, err
 	}
 	ctx, stop := context.WithCancel(context.Background())
-	return &SSH{opts: opts, keys: keys, ctx: ctx, stop: stop, pool: map[poolKey]*poolEntry{}}, nil
+	s := &SSH{opts: opts, keys: keys, ctx: ctx, stop: stop, pool: map[poolKey]*poolEntry{}}
+	if opts.IdleTimeout > 0 {
+		s.wg.Add(1)
+		go s.closeIdle()
+	}
+	return s, nil
 }
 
 // Stats returns the counters so far.
@@ -120,6 +131,7 @@ func (s *SSH) Stats() SSHStats {
 		Execs:      s.execs.Load(),
 		Evictions:  s.evictions.Load(),
 		Trims:      s.trims.Load(),
+		IdleClosed: s.idleClosed.Load(),
 	}
 }
 
@@ -216,7 +228,11 @@ func (s *SSH) runOn(ctx context.Context, c *conn, loginUser string, cmd Command)
 	case <-ctx.Done():
 		return Result{}, fail(KindTimeout, fmt.Errorf("no free session before the deadline; command not started: %w", ctx.Err())), false
 	}
-	defer func() { <-c.sem }()
+	defer func() {
+		// Idle time counts from the end of the last command, not its start.
+		c.lastUsed.Store(time.Now().UnixNano())
+		<-c.sem
+	}()
 
 	sess, err := openSession(ctx, c)
 	if err != nil {

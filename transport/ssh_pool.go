@@ -211,6 +211,49 @@ func (s *SSH) overCapLocked(fresh *conn) []*conn {
 	return idle
 }
 
+// closeIdle closes idle connections past IdleTimeout until Close. A
+// connection is closed between one and one and a half IdleTimeouts after
+// its last use, or a minute later for long timeouts.
+func (s *SSH) closeIdle() {
+	defer s.wg.Done()
+	every := min(s.opts.IdleTimeout/2, time.Minute)
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.ctx.Done():
+			return
+		case now := <-t.C:
+			s.closeIdleAt(now)
+		}
+	}
+}
+
+// closeIdleAt closes the connections idle (see conn.idle) and unused since
+// before now minus IdleTimeout. A bastion's riders close first; it follows
+// on a later pass, once its own idle time has run from their leaving.
+func (s *SSH) closeIdleAt(now time.Time) {
+	cutoff := now.Add(-s.opts.IdleTimeout).UnixNano()
+	var old []*conn
+	s.mu.Lock()
+	for key, e := range s.pool {
+		select {
+		case <-e.ready:
+			if e.c != nil && e.c.idle() && e.c.lastUsed.Load() < cutoff {
+				delete(s.pool, key)
+				old = append(old, e.c)
+			}
+		default:
+		}
+	}
+	s.mu.Unlock()
+	for _, c := range old {
+		if c.shut() {
+			s.idleClosed.Add(1)
+		}
+	}
+}
+
 // ride returns the pooled connection to bastion b with one more rider,
 // which the caller hands on to the connection it dials through it, or
 // releases if that dial fails.

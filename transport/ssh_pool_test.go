@@ -267,3 +267,68 @@ func TestBastionSurvivesPoolTrim(t *testing.T) {
 		t.Fatalf("b1 again: %+v, want only b1 dialled again, through the same bastion", st)
 	}
 }
+
+func idleClosed(st SSHStats) int64 { return st.IdleClosed }
+
+// TestIdleTimeoutClosesUnusedConnection leaves a connection unused past
+// the idle timeout: it is closed, and the next command dials again.
+func TestIdleTimeoutClosesUnusedConnection(t *testing.T) {
+	bed, hosts := newBed(t, 1)
+	s := newSSH(t, bed.KnownHostsPath, func(o *SSHOptions) { o.IdleTimeout = 300 * time.Millisecond })
+	run(t, s, hosts[0], Command{Script: "true"})
+	waitStat(t, s, "idle closes", idleClosed, 1)
+	run(t, s, hosts[0], Command{Script: "true"})
+	if st := s.Stats(); st.Handshakes != 2 || st.Evictions != 0 {
+		t.Fatalf("after the idle close: %+v, want a second handshake", st)
+	}
+}
+
+// TestIdleTimeoutSparesBusyAndBastion runs the idle pass as if hours had
+// gone by. It must close only what is unused: not a connection with a
+// command running, nor the bastion that command's connection rides on,
+// which follows its riders on a later pass.
+func TestIdleTimeoutSparesBusyAndBastion(t *testing.T) {
+	bed, hosts := newBed(t, 3)
+	behind, direct := behindBastion(t, bed, hosts[:2])[0], hosts[2]
+	// The timeout is long, so only the passes the test makes close anything.
+	s := newSSH(t, bed.KnownHostsPath, func(o *SSHOptions) { o.IdleTimeout = time.Hour })
+	run(t, s, direct, Command{Script: "true"})
+	tok := token(t)
+	busy := make(chan error, 1)
+	go func() {
+		_, err := s.Run(context.Background(), behind, Command{Script: "while [ ! -e /data/go-" + tok + " ]; do sleep 0.05; done"})
+		busy <- err
+	}()
+	if !waitRunning(t, bed.Hosts[1], "[/]data/go-"+tok) {
+		t.FailNow()
+	}
+	later := func() time.Time { return time.Now().Add(3 * time.Hour) }
+
+	s.closeIdleAt(later())
+	if st := s.Stats(); st.IdleClosed != 1 || st.Handshakes != 3 {
+		t.Fatalf("first pass: %+v, want only the direct host closed", st)
+	}
+	hostExec(t, bed.Hosts[1], "touch /data/go-"+tok)
+	if err := <-busy; err != nil {
+		t.Fatalf("the busy connection or its bastion was closed under its command: %v", err)
+	}
+	run(t, s, behind, Command{Script: "true"})
+	if st := s.Stats(); st.Handshakes != 3 {
+		t.Fatalf("the busy host's connection was dialled again: %+v", st)
+	}
+
+	// Now idle, the host behind the bastion goes; the bastion stays until
+	// the next pass.
+	s.closeIdleAt(later())
+	if st := s.Stats(); st.IdleClosed != 2 {
+		t.Fatalf("second pass: %+v, want the host behind the bastion closed", st)
+	}
+	s.closeIdleAt(later())
+	if st := s.Stats(); st.IdleClosed != 3 {
+		t.Fatalf("third pass: %+v, want the bastion closed", st)
+	}
+	run(t, s, behind, Command{Script: "true"})
+	if st := s.Stats(); st.Handshakes != 5 {
+		t.Fatalf("after every idle close: %+v, want bastion and host dialled again", st)
+	}
+}
