@@ -59,6 +59,7 @@ type SSHStats struct {
 	Evictions  int64 // pooled connections dropped as dead
 	Trims      int64 // idle connections closed to stay within MaxPooled
 	IdleClosed int64 // connections closed after IdleTimeout unused
+	KeyLoads   int64 // identity files read and parsed
 }
 
 // SSH runs commands over SSH with no agent on the host. Connections are
@@ -67,6 +68,7 @@ type SSHStats struct {
 type SSH struct {
 	opts  SSHOptions
 	keys  *hostKeys
+	ids   identities
 	ctx   context.Context // cancelled by Close; bounds dials in flight
 	stop  context.CancelFunc
 	wg    sync.WaitGroup
@@ -132,6 +134,7 @@ func (s *SSH) Stats() SSHStats {
 		Evictions:  s.evictions.Load(),
 		Trims:      s.trims.Load(),
 		IdleClosed: s.idleClosed.Load(),
+		KeyLoads:   s.ids.loads.Load(),
 	}
 }
 

@@ -2,11 +2,9 @@ package transport
 
 import (
 	"context"
-	"crypto/x509"
 	"errors"
 	"fmt"
 	"net"
-	"os"
 	"strings"
 	"sync/atomic"
 
@@ -137,25 +135,9 @@ func (s *SSH) dial(key poolKey) (*conn, error) {
 func (s *SSH) authMethods(e endpoint) ([]ssh.AuthMethod, func(), error) {
 	var signers []ssh.Signer
 	if e.IdentityFile != "" {
-		pem, err := os.ReadFile(e.IdentityFile)
+		signer, err := s.ids.signer(e.IdentityFile, e.PassphraseEnv)
 		if err != nil {
-			return nil, nil, fmt.Errorf("identity file %s: %w", e.IdentityFile, err)
-		}
-		signer, err := ssh.ParsePrivateKey(pem)
-		var missing *ssh.PassphraseMissingError
-		if errors.As(err, &missing) {
-			pass, ok := inventory.PasswordFrom(e.PassphraseEnv)
-			if !ok {
-				return nil, nil, fmt.Errorf("identity file %s is passphrase-protected; set passphrase_env or load it into ssh-agent", e.IdentityFile)
-			}
-			signer, err = ssh.ParsePrivateKeyWithPassphrase(pem, []byte(pass))
-			if errors.Is(err, x509.IncorrectPasswordError) {
-				// Never the passphrase itself: only where it came from.
-				return nil, nil, fmt.Errorf("identity file %s: the passphrase in %s is wrong", e.IdentityFile, e.PassphraseEnv)
-			}
-		}
-		if err != nil {
-			return nil, nil, fmt.Errorf("identity file %s: %w", e.IdentityFile, err)
+			return nil, nil, err
 		}
 		signers = append(signers, signer)
 	}
