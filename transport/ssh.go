@@ -43,6 +43,11 @@ type SSHOptions struct {
 	// tunnelling through it. Hosts a worker no longer runs commands on then
 	// hold no sshd session. 0 means never.
 	IdleTimeout time.Duration
+	// MaxDials caps dials in flight (TCP connect plus handshake, bastions
+	// included), so a cold operation over thousands of hosts does not open
+	// thousands of sockets at once; the rest wait their turn, which does
+	// not count against DialTimeout. Default 256.
+	MaxDials int
 	// TrustOnFirstUse records the key of a host missing from known_hosts
 	// there and accepts it. A changed or revoked key is still refused. Off
 	// by default: a first connection then cannot be told from a MITM.
@@ -75,6 +80,10 @@ type SSH struct {
 	mu    sync.Mutex
 	pool  map[poolKey]*poolEntry
 	close bool
+	// dials holds a slot per dial in flight; dialsQueued counts the dials
+	// waiting for one.
+	dials       chan struct{}
+	dialsQueued atomic.Int32
 
 	handshakes, poolHits, execs, evictions, trims, idleClosed atomic.Int64
 }
@@ -109,6 +118,9 @@ func NewSSH(opts SSHOptions) (*SSH, error) {
 	if opts.MaxSessionsPerHost <= 0 {
 		opts.MaxSessionsPerHost = 8
 	}
+	if opts.MaxDials <= 0 {
+		opts.MaxDials = 256
+	}
 	if opts.AgentSocket == "" {
 		opts.AgentSocket = os.Getenv("SSH_AUTH_SOCK")
 	}
@@ -117,7 +129,8 @@ func NewSSH(opts SSHOptions) (*SSH, error) {
 		return nil, err
 	}
 	ctx, stop := context.WithCancel(context.Background())
-	s := &SSH{opts: opts, keys: keys, ctx: ctx, stop: stop, pool: map[poolKey]*poolEntry{}}
+	s := &SSH{opts: opts, keys: keys, ctx: ctx, stop: stop, pool: map[poolKey]*poolEntry{},
+		dials: make(chan struct{}, opts.MaxDials)}
 	if opts.IdleTimeout > 0 {
 		s.wg.Add(1)
 		go s.closeIdle()

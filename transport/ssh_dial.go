@@ -53,6 +53,18 @@ func (s *SSH) dial(key poolKey) (*conn, error) {
 		}()
 	}
 
+	// A host behind a bastion takes its slot only once the bastion is up,
+	// so dials waiting for a bastion never hold the slots it needs.
+	s.dialsQueued.Add(1)
+	select {
+	case s.dials <- struct{}{}:
+		s.dialsQueued.Add(-1)
+	case <-s.ctx.Done():
+		s.dialsQueued.Add(-1)
+		return fail(KindUnreachable, ErrClosed)
+	}
+	defer func() { <-s.dials }()
+
 	// One budget covers TCP connect (or the bastion's tunnel) and handshake.
 	ctx, cancel := context.WithTimeout(s.ctx, s.opts.DialTimeout)
 	defer cancel()

@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -175,5 +176,104 @@ func TestEncryptedIdentityFile(t *testing.T) {
 	t.Setenv("DROVER_TEST_PASSPHRASE", pass)
 	if out := run(t, s, h, Command{Script: "echo ok"}); strings.TrimSpace(string(out.Stdout)) != "ok" {
 		t.Fatalf("with the passphrase: %q", out.Stdout)
+	}
+}
+
+// silentHosts are listeners that accept connections and never speak, so a
+// dial to them stays in flight until released.
+type silentHosts struct {
+	mu       sync.Mutex
+	open     map[net.Conn]bool
+	max      int  // most connections open at once
+	releases bool // close connections as they come
+}
+
+func newSilentHosts(t *testing.T, n int) (*silentHosts, []inventory.Host) {
+	t.Helper()
+	sh := &silentHosts{open: map[net.Conn]bool{}}
+	var hosts []inventory.Host
+	for i := 0; i < n; i++ {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { l.Close() })
+		go func() {
+			for {
+				c, err := l.Accept()
+				if err != nil {
+					return
+				}
+				sh.mu.Lock()
+				sh.open[c] = true
+				sh.max = max(sh.max, len(sh.open))
+				if sh.releases {
+					delete(sh.open, c)
+					c.Close()
+				}
+				sh.mu.Unlock()
+			}
+		}()
+		hosts = append(hosts, inventory.Host{IP: "127.0.0.1", Port: l.Addr().(*net.TCPAddr).Port, User: "root", PasswordEnv: "DROVER_TEST_PW"})
+	}
+	t.Cleanup(sh.release)
+	return sh, hosts
+}
+
+func (sh *silentHosts) count() int {
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	return len(sh.open)
+}
+
+// release closes every connection, and those still to come.
+func (sh *silentHosts) release() {
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	sh.releases = true
+	for c := range sh.open {
+		c.Close()
+		delete(sh.open, c)
+	}
+}
+
+// TestDialsCapped connects to more hosts at once than MaxDials allows:
+// the rest wait for a slot instead of opening a socket.
+func TestDialsCapped(t *testing.T) {
+	t.Setenv("DROVER_TEST_PW", "unused")
+	const n, limit = 5, 2
+	sh, hosts := newSilentHosts(t, n)
+	s := newSSH(t, emptyKnownHosts(t), func(o *SSHOptions) {
+		o.MaxDials = limit
+		o.DialTimeout = time.Minute // only the test ends these dials
+	})
+	errs := make(chan error, n)
+	for _, h := range hosts {
+		go func() { errs <- s.Connect(context.Background(), h) }()
+	}
+	// Every dial is accounted for once it has either reached its host or
+	// queued for a slot; only then are the numbers final.
+	deadline := time.Now().Add(10 * time.Second)
+	for sh.count()+int(s.dialsQueued.Load()) != n {
+		if time.Now().After(deadline) {
+			t.Fatalf("dials: %d at the hosts, %d queued; want %d in all", sh.count(), s.dialsQueued.Load(), n)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if got, queued := sh.count(), s.dialsQueued.Load(); got != limit || queued != n-limit {
+		t.Fatalf("%d dials at the hosts and %d queued, want %d and %d", got, queued, limit, n-limit)
+	}
+
+	// As the hosts hang up, the queued dials go ahead, never above the cap.
+	sh.release()
+	for range hosts {
+		if err := <-errs; KindOf(err) != KindUnreachable {
+			t.Errorf("a host that hung up: %v", err)
+		}
+	}
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	if sh.max > limit {
+		t.Errorf("%d dials in flight at once, cap %d", sh.max, limit)
 	}
 }
