@@ -1,6 +1,7 @@
 package transport
 
 import (
+	"bytes"
 	"crypto/ed25519"
 	"errors"
 	"fmt"
@@ -14,15 +15,23 @@ import (
 )
 
 // hostKeys is the known_hosts file, re-read when it changes so hosts can
-// be added without a restart.
+// be added without a restart. Keys trusted on first use are appended to
+// the file and kept in memory beside it rather than making the next dial
+// parse the whole file again: a first contact with a fleet of n hosts
+// would otherwise parse it n times, under the lock every dial takes.
 type hostKeys struct {
 	path  string
 	probe ssh.PublicKey // matches nothing; asking with it lists a host's known keys
 
 	mu      sync.Mutex
-	check   ssh.HostKeyCallback
-	modTime time.Time
+	parsed  ssh.HostKeyCallback // the file as last parsed; nil to parse again
+	modTime time.Time           // the file's state as parsed, plus our appends
 	size    int64
+	lines   int // lines in the file, so an appended key's line is known
+	// added are the keys appended since the file was last parsed, by
+	// normalized address.
+	added map[string]knownhosts.KnownKey
+	loads int // times the file was parsed
 }
 
 func newHostKeys(path string) (*hostKeys, error) {
@@ -41,9 +50,9 @@ func newHostKeys(path string) (*hostKeys, error) {
 	return h, nil
 }
 
-// callback returns the current checker and the host key algorithms to
-// offer addr: those of its known keys. Without that, the server may pick a
-// key type that is not in known_hosts and look like a changed key.
+// callback returns the checker and the host key algorithms to offer addr:
+// those of its known keys. Without that, the server may pick a key type
+// that is not in known_hosts and look like a changed key.
 func (h *hostKeys) callback(addr string) (ssh.HostKeyCallback, []string, error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -52,7 +61,7 @@ func (h *hostKeys) callback(addr string) (ssh.HostKeyCallback, []string, error) 
 	}
 	var algos []string
 	var ke *knownhosts.KeyError
-	if err := h.check(addr, &net.TCPAddr{}, h.probe); errors.As(err, &ke) {
+	if err := h.checkLocked(addr, &net.TCPAddr{}, h.probe); errors.As(err, &ke) {
 		seen := map[string]bool{}
 		for _, k := range ke.Want {
 			for _, a := range algorithmsFor(k.Key.Type()) {
@@ -66,19 +75,59 @@ func (h *hostKeys) callback(addr string) (ssh.HostKeyCallback, []string, error) 
 	return h.check, algos, nil
 }
 
-// loadLocked (re)reads the file when it changed; h.mu is held.
+// check verifies a host's key against the file and the keys trusted since
+// it was parsed.
+func (h *hostKeys) check(hostname string, remote net.Addr, key ssh.PublicKey) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.parsed == nil { // dropped by a trust that saw another writer
+		if err := h.loadLocked(); err != nil {
+			return err
+		}
+	}
+	return h.checkLocked(hostname, remote, key)
+}
+
+// checkLocked is check with h.mu held and the file loaded.
+func (h *hostKeys) checkLocked(hostname string, remote net.Addr, key ssh.PublicKey) error {
+	err := h.parsed(hostname, remote, key)
+	if !unknownHost(err) {
+		return err
+	}
+	known, ok := h.added[knownhosts.Normalize(hostname)]
+	switch {
+	case !ok:
+		return err
+	case bytes.Equal(known.Key.Marshal(), key.Marshal()):
+		return nil
+	}
+	return &knownhosts.KeyError{Want: []knownhosts.KnownKey{known}}
+}
+
+// loadLocked (re)parses the file when it changed; h.mu is held.
 func (h *hostKeys) loadLocked() error {
 	fi, err := os.Stat(h.path)
 	if err != nil {
 		return fmt.Errorf("known_hosts: %w", err)
 	}
-	if h.check == nil || !fi.ModTime().Equal(h.modTime) || fi.Size() != h.size {
-		check, err := knownhosts.New(h.path)
-		if err != nil {
-			return fmt.Errorf("known_hosts: %w", err)
-		}
-		h.check, h.modTime, h.size = check, fi.ModTime(), fi.Size()
+	if h.parsed != nil && fi.ModTime().Equal(h.modTime) && fi.Size() == h.size {
+		return nil
 	}
+	// Stat before reading: a change made meanwhile shows on the next use.
+	parsed, err := knownhosts.New(h.path)
+	if err != nil {
+		return fmt.Errorf("known_hosts: %w", err)
+	}
+	data, err := os.ReadFile(h.path)
+	if err != nil {
+		return fmt.Errorf("known_hosts: %w", err)
+	}
+	h.parsed, h.modTime, h.size, h.added = parsed, fi.ModTime(), fi.Size(), nil
+	h.lines = bytes.Count(data, []byte("\n"))
+	if len(data) > 0 && data[len(data)-1] != '\n' {
+		h.lines++
+	}
+	h.loads++
 	return nil
 }
 
@@ -98,14 +147,15 @@ func (h *hostKeys) trust(addr string, remote net.Addr, key ssh.PublicKey) error 
 	if err := h.loadLocked(); err != nil {
 		return err
 	}
-	if err := h.check(addr, remote, key); err == nil || !unknownHost(err) {
+	if err := h.checkLocked(addr, remote, key); err == nil || !unknownHost(err) {
 		return err
 	}
 	f, err := os.OpenFile(h.path, os.O_RDWR|os.O_APPEND, 0)
 	if err != nil {
 		return fmt.Errorf("known_hosts: trust on first use: %w", err)
 	}
-	line := knownhosts.Line([]string{knownhosts.Normalize(addr)}, key) + "\n"
+	host := knownhosts.Normalize(addr)
+	line := knownhosts.Line([]string{host}, key) + "\n"
 	last := make([]byte, 1)
 	if fi, err := f.Stat(); err == nil && fi.Size() > 0 {
 		// A file not ending in a newline would glue the line to its last.
@@ -114,13 +164,28 @@ func (h *hostKeys) trust(addr string, remote net.Addr, key ssh.PublicKey) error 
 		}
 	}
 	_, err = f.WriteString(line)
+	fi, serr := f.Stat()
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
 	if err != nil {
+		h.parsed = nil // parse again on next use, whatever was written
 		return fmt.Errorf("known_hosts: trust on first use: %w", err)
 	}
-	h.check = nil // re-read on next use
+	if serr != nil || fi.Size() != h.size+int64(len(line)) {
+		// Someone else wrote to the file too: parse it again.
+		h.parsed = nil
+		return nil
+	}
+	// Only our line changed the file: the parsed view plus the key is it.
+	h.modTime, h.size = fi.ModTime(), fi.Size()
+	// A last line without a newline was counted already; the newline
+	// written before the key ends it.
+	h.lines++
+	if h.added == nil {
+		h.added = map[string]knownhosts.KnownKey{}
+	}
+	h.added[host] = knownhosts.KnownKey{Key: key, Filename: h.path, Line: h.lines}
 	return nil
 }
 

@@ -2,13 +2,20 @@ package transport
 
 import (
 	"context"
+	"crypto/ed25519"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"golang.org/x/crypto/ssh"
+	"golang.org/x/crypto/ssh/knownhosts"
 )
 
 func TestHostKeyChanged(t *testing.T) {
@@ -106,4 +113,141 @@ func TestTrustOnFirstUse(t *testing.T) {
 	if out := hostExec(t, bed.Hosts[0], "ls /data"); strings.Contains(out, "ran") {
 		t.Fatalf("a command ran on a refused host: %s", out)
 	}
+}
+
+func newHostKey(t *testing.T) ssh.PublicKey {
+	t.Helper()
+	pub, _, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	k, err := ssh.NewPublicKey(pub)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k
+}
+
+func (h *hostKeys) parses() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.loads
+}
+
+// TestTrustOnFirstUseParsesOnce trusts many hosts, from many goroutines,
+// as a first contact with a fleet does: known_hosts is parsed once, not
+// once per host, and is parsed again only when someone else changes it.
+func TestTrustOnFirstUseParsesOnce(t *testing.T) {
+	known := filepath.Join(t.TempDir(), "known_hosts")
+	if err := os.WriteFile(known, []byte("# no hosts yet"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	h, err := newHostKeys(known)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 40
+	addrs, keys := make([]string, n), make([]ssh.PublicKey, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		addrs[i], keys[i] = fmt.Sprintf("10.0.0.%d:22", i+1), newHostKey(t)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			// As a dial does: ask, find the host unknown, trust it.
+			check, _, err := h.callback(addrs[i])
+			if err == nil {
+				if err = check(addrs[i], &net.TCPAddr{}, keys[i]); unknownHost(err) {
+					err = h.trust(addrs[i], &net.TCPAddr{}, keys[i])
+				}
+			}
+			if err != nil {
+				t.Errorf("%s: %v", addrs[i], err)
+			}
+		}()
+	}
+	// Two first contacts with one host race: one key wins.
+	racer := "10.0.1.1:2222"
+	raceErrs := make(chan error, 2)
+	for range 2 {
+		go func() { raceErrs <- h.trust(racer, &net.TCPAddr{}, newHostKey(t)) }()
+	}
+	wg.Wait()
+	if a, b := <-raceErrs, <-raceErrs; (a == nil) == (b == nil) {
+		t.Errorf("two keys for one host: %v / %v, want exactly one trusted", a, b)
+	}
+	if got := h.parses(); got != 1 {
+		t.Fatalf("known_hosts parsed %d times for %d new hosts, want once", got, n+1)
+	}
+
+	// Every trusted key is known, with its type offered, and a different
+	// key for the host is a changed key at its line in the file.
+	lines := strings.Split(readFile(t, known), "\n")
+	for i, addr := range addrs {
+		check, algos, err := h.callback(addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := check(addr, &net.TCPAddr{}, keys[i]); err != nil {
+			t.Errorf("%s: trusted key refused: %v", addr, err)
+		}
+		if len(algos) != 1 || algos[0] != ssh.KeyAlgoED25519 {
+			t.Errorf("%s: algorithms %v", addr, algos)
+		}
+		var ke *knownhosts.KeyError
+		if err := check(addr, &net.TCPAddr{}, newHostKey(t)); !errors.As(err, &ke) || len(ke.Want) != 1 {
+			t.Errorf("%s: another key: %v, want a changed key", addr, err)
+		} else if line := lines[ke.Want[0].Line-1]; !strings.HasPrefix(line, knownhosts.Normalize(addr)+" ") {
+			t.Errorf("%s: changed key reported at line %d, which is %q", addr, ke.Want[0].Line, line)
+		}
+	}
+	if got := h.parses(); got != 1 {
+		t.Fatalf("known_hosts parsed %d times, want once", got)
+	}
+
+	// The file holds them all, for a worker that starts afresh.
+	fresh, err := newHostKeys(known)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, addr := range addrs {
+		if err := fresh.check(addr, &net.TCPAddr{}, keys[i]); err != nil {
+			t.Errorf("%s: not recorded in the file: %v", addr, err)
+		}
+	}
+
+	// A line someone else adds is read, and the trusted keys stay known.
+	other, otherKey := "10.0.2.1:22", newHostKey(t)
+	f, err := os.OpenFile(known, os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteString(knownhosts.Line([]string{knownhosts.Normalize(other)}, otherKey) + "\n"); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	for _, c := range []struct {
+		addr string
+		key  ssh.PublicKey
+	}{{other, otherKey}, {addrs[0], keys[0]}} {
+		check, _, err := h.callback(c.addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := check(c.addr, &net.TCPAddr{}, c.key); err != nil {
+			t.Errorf("%s after an outside change: %v", c.addr, err)
+		}
+	}
+	if got := h.parses(); got != 2 {
+		t.Fatalf("known_hosts parsed %d times, want twice: once more for the outside change", got)
+	}
+}
+
+func readFile(t *testing.T, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
 }
