@@ -55,7 +55,8 @@ type conn struct {
 	kills  chan struct{} // extra slots for the sessions that kill commands
 	done   chan struct{} // closed when evicted
 	once   sync.Once
-	// lastUsed is when a Run last took this connection, in unix nanoseconds.
+	// lastUsed is when a Run last took or gave back this connection, or a
+	// bastion's last rider left it, in unix nanoseconds.
 	lastUsed atomic.Int64
 	// via is the bastion connection this one tunnels through, nil when
 	// direct. riders counts the connections tunnelling through this one,
@@ -211,9 +212,9 @@ func (s *SSH) overCapLocked(fresh *conn) []*conn {
 	return idle
 }
 
-// closeIdle closes idle connections past IdleTimeout until Close. A
-// connection is closed between one and one and a half IdleTimeouts after
-// its last use, or a minute later for long timeouts.
+// closeIdle closes idle connections past IdleTimeout until Close. A pass
+// runs every half IdleTimeout, at most every minute, so a connection closes
+// at most that long after its timeout.
 func (s *SSH) closeIdle() {
 	defer s.wg.Done()
 	every := min(s.opts.IdleTimeout/2, time.Minute)
