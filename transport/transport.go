@@ -57,6 +57,13 @@ type Runner interface {
 	Run(ctx context.Context, host inventory.Host, cmd Command) (Result, error)
 }
 
+// Connector is a Runner that can establish a host's connection ahead of
+// its first command, so that a caller overlaps the handshake with other
+// work. Wrappers of a Runner pass it through, or callers never see it.
+type Connector interface {
+	Connect(ctx context.Context, host inventory.Host) error
+}
+
 // Kind classifies transport failures so callers map them to result codes.
 type Kind int
 
@@ -113,7 +120,10 @@ type Multi struct {
 	WinRM Runner
 }
 
-var _ Runner = Multi{}
+var (
+	_ Runner    = Multi{}
+	_ Connector = Multi{}
+)
 
 func (m Multi) Run(ctx context.Context, host inventory.Host, cmd Command) (Result, error) {
 	r := m.SSH
@@ -124,4 +134,17 @@ func (m Multi) Run(ctx context.Context, host inventory.Host, cmd Command) (Resul
 		return Result{}, &Error{Kind: KindUnsupported, Host: host.DialAddress(), Err: fmt.Errorf("no %s transport configured", host.Transport)}
 	}
 	return r.Run(ctx, host, cmd)
+}
+
+// Connect connects ahead over the transport host's entry names, when that
+// transport can; otherwise there is nothing to do ahead of Run.
+func (m Multi) Connect(ctx context.Context, host inventory.Host) error {
+	r := m.SSH
+	if host.Transport == inventory.TransportWinRM {
+		r = m.WinRM
+	}
+	if c, ok := r.(Connector); ok {
+		return c.Connect(ctx, host)
+	}
+	return nil
 }

@@ -61,6 +61,7 @@ func StartWorker(cfg config.Config, logger *slog.Logger) (*Worker, error) {
 	}
 	ssh, err := transport.NewSSH(transport.SSHOptions{KnownHostsPath: inv.KnownHosts,
 		MaxSessionsPerHost: cfg.MaxSessionsPerHost, MaxPooled: cfg.MaxPooledConnections,
+		IdleTimeout: cfg.IdleConnectionTimeout, MaxDials: cfg.MaxConcurrentDials,
 		TrustOnFirstUse: cfg.SSHTOFU, OnTrust: func(addr, fingerprint string) {
 			logger.Warn("host key trusted on first use", "host", addr, "key", fingerprint, "known_hosts", inv.KnownHosts)
 		}})

@@ -61,6 +61,11 @@ type Config struct {
 	MaxSessionsPerHost      int `koanf:"max_sessions_per_host"`
 	// MaxPooledConnections caps the worker's open SSH connections.
 	MaxPooledConnections int `koanf:"max_pooled_connections"`
+	// IdleConnectionTimeout closes a pooled SSH connection unused for
+	// longer; 0 keeps them until the cap or a failure closes them.
+	IdleConnectionTimeout time.Duration `koanf:"idle_connection_timeout"`
+	// MaxConcurrentDials caps the worker's SSH dials in flight.
+	MaxConcurrentDials int `koanf:"max_concurrent_dials"`
 	// MetricsListen is where the worker serves Prometheus /metrics; empty is off.
 	MetricsListen string `koanf:"metrics_listen"`
 }
@@ -107,6 +112,8 @@ var defaults = map[string]any{
 	// MaxSessions of 10.
 	"max_sessions_per_host":     8,
 	"max_pooled_connections":    4096,
+	"idle_connection_timeout":   "10m",
+	"max_concurrent_dials":      256,
 	"max_concurrent_activities": 1000,
 }
 
@@ -134,6 +141,8 @@ func AddFlags(fs *pflag.FlagSet) {
 	fs.Bool("ssh-tofu", false, "trust an unknown host's key on first use, recording it in known_hosts (env DROVER_SSH_TOFU; default off)")
 	fs.Int("max-concurrent-activities", 0, "activities one worker runs at once (env DROVER_MAX_CONCURRENT_ACTIVITIES, default 1000)")
 	fs.Int("max-pooled-connections", 0, "SSH connections one worker keeps open; past it the least recently used idle ones close (env DROVER_MAX_POOLED_CONNECTIONS, default 4096)")
+	fs.Duration("idle-connection-timeout", 0, "close a pooled SSH connection unused for this long; 0 never does (env DROVER_IDLE_CONNECTION_TIMEOUT, default 10m)")
+	fs.Int("max-concurrent-dials", 0, "SSH connections one worker dials at once; more wait their turn (env DROVER_MAX_CONCURRENT_DIALS, default 256)")
 	fs.String("metrics-listen", "", "worker: serve Prometheus /metrics on this address, e.g. :9090 (env DROVER_METRICS_LISTEN; default off)")
 	fs.Int("max-sessions-per-host", 0, "SSH sessions per pooled host connection (env DROVER_MAX_SESSIONS_PER_HOST, default 8)")
 }
@@ -202,6 +211,12 @@ func (c Config) validate() error {
 	}
 	if c.MaxPooledConnections < 1 {
 		return fmt.Errorf("max_pooled_connections %d: must be at least 1", c.MaxPooledConnections)
+	}
+	if c.MaxConcurrentDials < 1 {
+		return fmt.Errorf("max_concurrent_dials %d: must be at least 1", c.MaxConcurrentDials)
+	}
+	if c.IdleConnectionTimeout < 0 {
+		return fmt.Errorf("idle_connection_timeout %s: must not be negative (0 never closes)", c.IdleConnectionTimeout)
 	}
 	if c.MaxConcurrentActivities < 1 {
 		return fmt.Errorf("max_concurrent_activities %d: must be at least 1", c.MaxConcurrentActivities)

@@ -92,9 +92,13 @@ func New(sshStats SSHStats) *Metrics {
 }
 
 // Track wraps a runner so each command's outcome updates host reachability.
+// The wrapper is also a transport.Connector, passing Connect on to r when r
+// has it, so that callers looking for one still find it.
 func (m *Metrics) Track(r transport.Runner) transport.Runner {
 	return trackingRunner{next: r, m: m}
 }
+
+var _ transport.Connector = trackingRunner{}
 
 type trackingRunner struct {
 	next transport.Runner
@@ -110,6 +114,15 @@ func (t trackingRunner) Run(ctx context.Context, host inventory.Host, cmd transp
 		t.m.mu.Unlock()
 	}
 	return res, err
+}
+
+// Connect passes through. Its outcome leaves reachability alone: the
+// command that follows reports it.
+func (t trackingRunner) Connect(ctx context.Context, host inventory.Host) error {
+	if c, ok := t.next.(transport.Connector); ok {
+		return c.Connect(ctx, host)
+	}
+	return nil
 }
 
 // Serve serves /metrics on ln until ctx ends.

@@ -94,3 +94,34 @@ drover_hosts_reachable 0
 		t.Fatalf("serve after cancel: %v", err)
 	}
 }
+
+// connecting is a runner that can connect ahead; it notes the hosts.
+type connecting struct {
+	scripted
+	connected []string
+}
+
+func (c *connecting) Connect(_ context.Context, h inventory.Host) error {
+	c.connected = append(c.connected, h.IP)
+	return nil
+}
+
+func TestTrackPassesConnectThrough(t *testing.T) {
+	m := New(nil)
+	defer m.Close()
+	inner := &connecting{scripted: scripted{}}
+	c, ok := m.Track(inner).(transport.Connector)
+	if !ok {
+		t.Fatal("the tracking wrapper hides Connect")
+	}
+	if err := c.Connect(context.Background(), inventory.Host{IP: "127.0.0.2"}); err != nil {
+		t.Fatal(err)
+	}
+	if len(inner.connected) != 1 || inner.connected[0] != "127.0.0.2" {
+		t.Fatalf("wrapped runner connected to %v", inner.connected)
+	}
+	// A wrapped runner without Connect makes it a no-op.
+	if err := m.Track(scripted{}).(transport.Connector).Connect(context.Background(), inventory.Host{IP: "127.0.0.3"}); err != nil {
+		t.Fatal(err)
+	}
+}
