@@ -473,6 +473,10 @@ func v2StatusOf(t *testing.T, key string, r gseKeyed) gseStatusContent {
 	if len(c.Process) != 1 {
 		t.Fatalf("%s: status content has %d process[] entries, want exactly 1: %s", key, len(c.Process), r.Content)
 	}
+	// Callers read process[0].instance[0] (its pid < 0 when not running).
+	if len(c.Process[0].Instance) == 0 {
+		t.Fatalf("%s: status content has no instance[]: %s", key, r.Content)
+	}
 	return c
 }
 
@@ -833,7 +837,10 @@ chmod +x %[1]s/brief %[1]s/start.sh`, d)); err != nil {
 		// Registered and not started: status answers 0, one process[] entry,
 		// and no instance with a pid (pid < 0 is "not running"), as the job
 		// platform's published example of a status result shows (error_code
-		// 0, "pid": -1). Reported without stopping the subtest.
+		// 0, "pid": -1): the process-config manager reads content only when
+		// error_code is 0, and counts pid < 0 as stopped; any other code
+		// leaves the process's status unknown to it. Reported without
+		// stopping the subtest.
 		v1 := op(2, 1)
 		for _, k := range keys {
 			if v1[k].ErrorCode != gseSuccess {
