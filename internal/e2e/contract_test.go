@@ -486,6 +486,11 @@ func runningPid(t *testing.T, key string, c gseStatusContent) int {
 	t.Helper()
 	for _, in := range c.Process[0].Instance {
 		if in.Pid > 0 {
+			// A caller that finds no cmdline counts the process as absent
+			// and starts it again.
+			if in.Cmdline == "" {
+				t.Fatalf("%s: running instance with an empty cmdline: %+v", key, in)
+			}
 			return in.Pid
 		}
 	}
@@ -844,12 +849,13 @@ chmod +x %[1]s/brief %[1]s/start.sh`, d)); err != nil {
 		v1 := op(2, 1)
 		for _, k := range keys {
 			if v1[k].ErrorCode != gseSuccess {
-				once(t, "not running "+k, "status of a registered process not running: %s answers %d %q, want error_code 0 with pid < 0 in content",
+				once(t, "not running "+k, "status of a registered process not running: %s answers %d %q, want error_code 0 with pid -1 in content",
 					k, v1[k].ErrorCode, v1[k].ErrorMsg)
 			}
+			// Callers compare pid with -1 exactly.
 			for _, in := range v2StatusOf(t, k, v1[k]).Process[0].Instance {
-				if in.Pid > 0 {
-					t.Fatalf("%s: status of a process never started reports pid %d", k, in.Pid)
+				if in.Pid != -1 {
+					t.Fatalf("%s: status of a process never started reports pid %d, want -1", k, in.Pid)
 				}
 			}
 		}
