@@ -592,7 +592,7 @@ func withUnknown(body map[string]any) map[string]any {
 type contractBed struct {
 	e     *env
 	gse   *gseCaller
-	h0    *testbed.Host // has agent id agent0
+	h0    *testbed.Host // has the opaque agent id agent
 	h1    *testbed.Host // named by "0:<ip>"
 	agent string
 }
@@ -611,13 +611,13 @@ func newContractBed(t *testing.T) *contractBed {
 	return b
 }
 
-// hostAgentIDs is what a host named by hosts[] may answer as bk_agent_id: its
-// inventory agent id, or "<cloud>:<ip>" for a host without one.
-func (b *contractBed) hostAgentIDs(ip string) []string {
+// hostAgentID is a host's GSE 2.0 agent id: the one the inventory maps, or
+// "<cloud>:<ip>" for a host without one.
+func (b *contractBed) hostAgentID(ip string) string {
 	if ip == b.h0.IP {
-		return []string{b.agent}
+		return b.agent
 	}
-	return []string{"0:" + ip}
+	return "0:" + ip
 }
 
 // wantHostAgentID checks the bk_agent_id answered for a host the request
@@ -627,7 +627,7 @@ func (b *contractBed) hostAgentIDs(ip string) []string {
 // without stopping the subtest, so the rest of it still runs.
 func (b *contractBed) wantHostAgentID(t *testing.T, where, ip, got string) {
 	t.Helper()
-	if want := b.hostAgentIDs(ip); !slices.Contains(want, got) {
+	if want := b.hostAgentID(ip); got != want {
 		once(t, where+ip, "%s on %s (named by hosts[]): bk_agent_id %q, want the host's agent id %q", where, ip, got, want)
 	}
 }
@@ -974,12 +974,12 @@ chmod +x %[1]s/brief %[1]s/start.sh`, d)); err != nil {
 					t.Fatalf("get_proc_status_v2 by %s: %d proc_infos, want 2: %+v", how, len(d.ProcInfos), d.ProcInfos)
 				}
 				for _, in := range d.ProcInfos {
-					want := b.hostAgentIDs(in.Host.IP)
+					want := b.hostAgentID(in.Host.IP)
 					if in.BkAgentID == "" || in.BkAgentID != in.Host.BkAgentID {
 						t.Fatalf("get_proc_status_v2 by %s: bk_agent_id %q, host.bk_agent_id %q", how, in.BkAgentID, in.Host.BkAgentID)
 					}
 					if how == "agent_id_list" {
-						if !slices.Contains(want, in.BkAgentID) {
+						if in.BkAgentID != want {
 							t.Fatalf("get_proc_status_v2 by agent_id_list: bk_agent_id %q, want the id as sent, %q", in.BkAgentID, want)
 						}
 					} else {
