@@ -287,6 +287,8 @@ var contractPaths = []string{
 // plus a tenant header.
 type gseCaller struct {
 	url, secret string
+	// poll is how often follow asks get_proc_operate_result_v2 again.
+	poll time.Duration
 }
 
 func (c *gseCaller) headers(secret string) map[string]string {
@@ -371,7 +373,7 @@ type taskAnswers struct {
 
 // follow follows a task as the callers do: the first answer of both result
 // APIs already holds every requested key (115 while running, top-level code
-// 0), then get_proc_operate_result_v2 every 2 s until no key is 115. A key
+// 0), then get_proc_operate_result_v2 every c.poll until no key is 115. A key
 // once final keeps its code. v1Keys[i] and v2Keys[i] name the same (host,
 // process); the final v1 answer must agree with v2 key by key. With no
 // v1Keys only v2 is asked.
@@ -404,7 +406,7 @@ func (c *gseCaller) follow(t *testing.T, task string, path int, v1Keys, v2Keys [
 		if time.Now().After(deadline) {
 			t.Fatalf("task %s still has keys at 115 after 2 minutes: %+v", task, a.v2)
 		}
-		time.Sleep(2 * time.Second)
+		time.Sleep(c.poll)
 	}
 	if v1Keys == nil {
 		return a
@@ -607,7 +609,7 @@ func newContractBed(t *testing.T) *contractBed {
 	}, nil)
 	e.startWorker()
 	srv := e.startServe(t, "contract-secret-"+randomHex(t, 8))
-	b.gse = &gseCaller{url: srv.url, secret: srv.secret}
+	b.gse = &gseCaller{url: srv.url, secret: srv.secret, poll: 2 * time.Second}
 	return b
 }
 
@@ -651,6 +653,7 @@ func once(t *testing.T, key, format string, args ...any) {
 func TestContractCallerDialect(t *testing.T) {
 	b := newContractBed(t)
 	g, h0, h1 := b.gse, b.h0, b.h1
+	g.poll = time.Second // faster than callers, to keep the suite short
 	both := []*testbed.Host{h0, h1}
 
 	t.Run("Authentication", func(t *testing.T) {
