@@ -70,7 +70,7 @@ func newEventsCommand() *cobra.Command {
 			return w.Flush()
 		},
 	}
-	cmd.Flags().StringVar(&f.hosts, "hosts", "all", "hosts: all, group:NAME, label:K=V, an ip or CLOUD:IP, comma-separated")
+	cmd.Flags().StringVar(&f.hosts, "hosts", "all", hostsUsage)
 	cmd.Flags().StringVar(&f.kind, "kind", "", "only events of this kind (a prefix works: process_restart)")
 	cmd.Flags().StringVar(&f.namespace, "namespace", "", "only processes of this namespace")
 	cmd.Flags().StringVar(&f.name, "name", "", "only processes of this name")

@@ -60,7 +60,7 @@ func newVerbCommands() []*cobra.Command {
 		fl := cmd.Flags()
 		fl.StringVar(&f.namespace, "namespace", "", "process namespace (meta.namespace)")
 		fl.StringVar(&f.name, "name", "", "process name (meta.name)")
-		fl.StringVar(&f.hosts, "hosts", "all", "hosts: all, group:NAME, label:K=V, an ip or CLOUD:IP, comma-separated")
+		fl.StringVar(&f.hosts, "hosts", "all", hostsUsage)
 		fl.BoolVar(&f.wait, "wait", false, "wait and show progress (the default on a terminal)")
 		fl.BoolVar(&f.noWait, "no-wait", false, "print the task id and return")
 		fl.StringVarP(&f.output, "output", "o", "table", "result format: table, json or yaml")
