@@ -110,6 +110,8 @@ type Entry struct {
 	// saw, so a reused pid is never taken for it.
 	StartTicks uint64 `json:"start_ticks,omitempty"`
 	Pid        int    `json:"pid,omitempty"`
+	// Seen is the process as the last op or supervision saw it.
+	Seen *Sighting `json:"seen,omitempty"`
 
 	// Supervision state.
 	Restart   policies.RestartState `json:"restart"`

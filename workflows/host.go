@@ -22,6 +22,8 @@ type host struct {
 	ops workflow.ReceiveChannel
 	// watchBackoff delays the next watch after a failed one.
 	watchBackoff time.Time
+	// published is the digest last put in the memo in this run.
+	published *Digest
 }
 
 // maxEvents bounds the events a host keeps; older ones are dropped.
@@ -65,6 +67,7 @@ func Host(ctx workflow.Context, st HostState) error {
 			h.drain()
 			return workflow.NewContinueAsNewError(ctx, Host, h.HostState)
 		}
+		h.publish(ctx)
 		h.wait(ctx)
 	}
 }
@@ -100,6 +103,8 @@ func (h *host) reply(ctx workflow.Context, req HostRequest, res proc.HostResult)
 	if req.ReplyTo == "" {
 		return
 	}
+	// A requester that reads the fleet's memos after its reply sees the op.
+	h.publish(ctx)
 	// The requester may be gone (terminated); that must not stop the host.
 	_ = workflow.SignalExternalWorkflow(ctx, req.ReplyTo, "", ReplySignal, HostReply{Index: req.Index, Result: res}).Get(ctx, nil)
 }
@@ -167,6 +172,7 @@ func (h *host) handle(ctx workflow.Context, req HostRequest) proc.HostResult {
 		unmanage(e)
 	}
 	out := h.runOp(ctx, req, *e)
+	e.saw(out, workflow.Now(ctx))
 	if out.Started {
 		manage(e)
 		e.LastStartTime = now
@@ -232,6 +238,7 @@ func (h *host) sortEntries() {
 // runOp runs the op's activity; a host that cannot be worked on still ends
 // with a code, never with a workflow failure.
 func (h *host) runOp(ctx workflow.Context, req HostRequest, e Entry) activities.HostOpOutput {
+	h.publish(ctx)
 	spec := policies.WithDefaults(e.Spec)
 	actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 		StartToCloseTimeout: policies.HostOpDeadline(req.Op, spec),
