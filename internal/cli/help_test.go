@@ -11,7 +11,7 @@ var workerOnly = []string{"--supervise-interval", "--limit-polls", "--ssh-tofu",
 	"--max-pooled-connections", "--max-sessions-per-host", "--metrics-listen"}
 
 func TestStarterHelpShowsNoWorkerSettings(t *testing.T) {
-	for _, args := range [][]string{{"--help"}, {"status", "--help"}, {"events", "--help"}, {"serve", "--help"}} {
+	for _, args := range [][]string{{"--help"}, {"status", "--help"}, {"ps", "--help"}, {"events", "--help"}, {"serve", "--help"}} {
 		var out, errOut bytes.Buffer
 		if code := Execute(args, &out, &errOut); code != ExitOK {
 			t.Fatalf("%v: exit %d %s", args, code, errOut.String())
