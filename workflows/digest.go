@@ -15,6 +15,9 @@ import (
 // whole fleet, without a query (and a worker's replay) per host.
 const RegistryMemo = "registry"
 
+// LastEventMemo is the host workflow's memo field holding its newest Event.
+const LastEventMemo = "last_event"
+
 // registryMemoChange guards the memo updates: host workflows that began
 // before them replay without them.
 const registryMemoChange = "registry-memo"

@@ -278,6 +278,6 @@ func (h *host) eventAt(ctx workflow.Context, p proc.ProcessID, kind, detail stri
 	if len(h.Events) > maxEvents {
 		h.Events = h.Events[len(h.Events)-maxEvents:]
 	}
-	_ = workflow.UpsertMemo(ctx, map[string]any{"last_event": ev})
+	_ = workflow.UpsertMemo(ctx, map[string]any{LastEventMemo: ev})
 	workflow.GetMetricsHandler(ctx).WithTags(map[string]string{"event": kind}).Counter(SupervisionEventsMetric).Inc(1)
 }

@@ -208,6 +208,13 @@ func printJSON(cmd *cobra.Command, v any) error {
 	return enc.Encode(v)
 }
 
+// printJSONLine writes v as one line of JSON, for streams.
+func printJSONLine(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
+	return enc.Encode(v)
+}
+
 // ExitCodeOf maps an error returned by the starter's commands to the exit code.
 func ExitCodeOf(err error) int {
 	var ee *ExitError

@@ -1,14 +1,19 @@
 package e2e
 
 import (
+	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
+
+	"github.com/drover-sh/drover/internal/cli"
 )
 
 // tableRows splits a table into rows of fields, keyed by the first field;
@@ -129,4 +134,64 @@ monitor_policy: {auto_type: 1, start_check_secs: 1, start_retries: 3, start_inte
 	if r := tableRows(out)["0:"+web0.IP]; code != 1 || len(r) < 4 || r[1] != "829" || r[2] != "-" || r[6] != "yes" {
 		t.Fatalf("status of the killed process: %v\n%s", r, out)
 	}
+}
+
+// syncBuffer is a buffer a command writes while the test reads it.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// TestStarterEventsFollow streams a restart that happens while following,
+// and ends cleanly when interrupted.
+func TestStarterEventsFollow(t *testing.T) {
+	e := newEnv(t, 1)
+	h := e.bed.Hosts[0]
+	installApp(t, h, "app")
+	e.startWorker()
+	_, pid := e.supervised(t, h, nil)
+
+	var out, errOut syncBuffer
+	root := cli.NewStarter(&out, &errOut)
+	root.SetArgs([]string{"events", "--follow", "--namespace", "sup", "--temporal-address", e.cfg.TemporalAddress,
+		"--task-queue", e.cfg.TaskQueue, "--inventory", e.cfg.Inventory})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- root.ExecuteContext(ctx) }()
+	waitFor(t, 10*time.Second, "the header", func() bool { return strings.HasPrefix(out.String(), "TIME") })
+	if strings.Contains(out.String(), "process_restart") {
+		t.Fatalf("a restart before the kill:\n%s", out.String())
+	}
+
+	if _, err := h.Exec(fmt.Sprintf("kill -9 %d", pid)); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 20*time.Second, "the restart streamed", func() bool { return strings.Contains(out.String(), "process_restart_success") })
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("interrupted follow: %v\n%s", err, errOut.String())
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("follow did not end when interrupted")
+	}
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	if len(lines) != 2 || !strings.Contains(lines[1], "0:"+h.IP) || !strings.Contains(lines[1], "sup/svc") {
+		t.Fatalf("want the header and one restart:\n%s", out.String())
+	}
+	t.Logf("starter events --follow:\n%s", out.String())
 }
