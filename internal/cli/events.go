@@ -26,6 +26,11 @@ type eventFlags struct {
 	follow                               bool
 }
 
+// eventKinds are the kinds --kind completes.
+var eventKinds = []string{workflows.EventRestartSuccess, workflows.EventRestartFailed, workflows.EventCancelRestart,
+	workflows.EventLimitExceed, workflows.EventConfigDrift, workflows.EventConfigRestored, workflows.EventPeriodicRun,
+	workflows.EventPeriodicSkip, workflows.EventPeriodicFailed, workflows.EventWatchFailed}
+
 func newEventsCommand() *cobra.Command {
 	var f eventFlags
 	cmd := &cobra.Command{
@@ -99,6 +104,8 @@ func newEventsCommand() *cobra.Command {
 	cmd.Flags().DurationVar(&f.since, "since", 0, "only events this recent (e.g. 24h)")
 	cmd.Flags().StringVarP(&f.output, "output", "o", "table", "table or json (with --follow, one JSON object per line)")
 	cmd.Flags().BoolVarP(&f.follow, "follow", "f", false, "keep printing new events until interrupted")
+	completeProcessFlags(cmd)
+	_ = cmd.RegisterFlagCompletionFunc("kind", cobra.FixedCompletions(eventKinds, cobra.ShellCompDirectiveNoFileComp))
 	return cmd
 }
 

@@ -62,5 +62,6 @@ func newHostsCommand() *cobra.Command {
 		},
 	}
 	cmd.Flags().StringVar(&selector, "hosts", "all", hostsUsage)
+	completeProcessFlags(cmd)
 	return cmd
 }

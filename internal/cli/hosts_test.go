@@ -52,3 +52,42 @@ func TestHostsSelectsAGroupByItsBareName(t *testing.T) {
 		t.Fatalf("unknown word: exit %d %s", code, errOut)
 	}
 }
+
+// complete asks for the completions of the last argument, as a shell
+// does, with the inventory and an unreachable Temporal set before it.
+func complete(t *testing.T, args ...string) (string, string, int) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "inventory.yaml")
+	if err := os.WriteFile(path, []byte(testInventory), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	full := append([]string{"__complete", args[0], "--inventory", path, "--temporal-address", "127.0.0.1:1"}, args[1:]...)
+	var out, errOut bytes.Buffer
+	code := Execute(full, &out, &errOut)
+	return out.String(), errOut.String(), code
+}
+
+func TestCompletion(t *testing.T) {
+	out, _, code := complete(t, "status", "--hosts", "w")
+	if code != ExitOK || !strings.HasPrefix(out, "web\n") || !strings.Contains(out, ":6\n") {
+		t.Fatalf("--hosts w: exit %d\n%s", code, out)
+	}
+	// After a comma, the next term completes with what came before.
+	out, _, _ = complete(t, "ps", "--hosts", "web,group:d")
+	if lines := strings.Split(out, "\n"); lines[0] != "web,group:db" || !strings.HasPrefix(lines[1], ":") {
+		t.Fatalf("--hosts web,group:d:\n%s", out)
+	}
+	out, _, _ = complete(t, "hosts", "--hosts", "agent:")
+	if !strings.HasPrefix(out, "agent:0200000000005254001e8a8b1690000000a1\n") {
+		t.Fatalf("--hosts agent:\n%s", out)
+	}
+	out, _, _ = complete(t, "ps", "--state", "")
+	if !strings.HasPrefix(out, "running\nstopped\nfailed\n") {
+		t.Fatalf("--state:\n%s", out)
+	}
+	// Without a reachable Temporal, namespaces complete to nothing, quickly.
+	out, _, code = complete(t, "ps", "--namespace", "")
+	if code != ExitOK || strings.TrimSpace(out) != ":4" {
+		t.Fatalf("--namespace with Temporal down: exit %d\n%s", code, out)
+	}
+}

@@ -70,6 +70,9 @@ func newPsCommand() *cobra.Command {
 	fl.BoolVar(&f.probe, "probe", false, "ask the hosts live instead of reading what drover knows")
 	fl.StringVarP(&f.output, "output", "o", "table", "table or json")
 	fl.DurationVar(&f.timeout, "timeout", 0, "give up after this long (0: no limit)")
+	completeProcessFlags(cmd)
+	_ = cmd.RegisterFlagCompletionFunc("state", cobra.FixedCompletions([]string{"running", "stopped", "failed"}, cobra.ShellCompDirectiveNoFileComp))
+	_ = cmd.RegisterFlagCompletionFunc("output", cobra.FixedCompletions([]string{"table", "json"}, cobra.ShellCompDirectiveNoFileComp))
 	return cmd
 }
 

@@ -68,6 +68,8 @@ func newVerbCommands() []*cobra.Command {
 		if v.op == proc.OpSpecRegister {
 			fl.StringVar(&f.spec, "spec", "", "register_proc_info's spec object, as a JSON or YAML file")
 		}
+		completeProcessFlags(cmd)
+		_ = cmd.RegisterFlagCompletionFunc("output", cobra.FixedCompletions([]string{"table", "wide", "json", "yaml"}, cobra.ShellCompDirectiveNoFileComp))
 		cmds = append(cmds, cmd)
 	}
 	return cmds

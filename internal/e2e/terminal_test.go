@@ -122,6 +122,14 @@ monitor_policy: {auto_type: 1, start_check_secs: 1, start_retries: 3, start_inte
 		t.Fatalf("ps --state failed -o json: %v\n%s", err, out)
 	}
 
+	// The shell completes namespaces and names from the registry.
+	if got := e.complete("ps", "--namespace", ""); got != "web" {
+		t.Fatalf("--namespace completes to %q", got)
+	}
+	if got := e.complete("restart", "--namespace", "web", "--name", "s"); got != "svc" {
+		t.Fatalf("--name completes to %q", got)
+	}
+
 	// Live: the same answer from the hosts themselves.
 	ps, errOut, code = e.starter("", "ps", "--probe", "--namespace", "web")
 	t.Logf("starter ps --probe:\n%s", ps)
@@ -134,6 +142,25 @@ monitor_policy: {auto_type: 1, start_check_secs: 1, start_retries: 3, start_inte
 	if r := tableRows(out)["0:"+web0.IP]; code != 1 || len(r) < 4 || r[1] != "829" || r[2] != "-" || r[6] != "yes" {
 		t.Fatalf("status of the killed process: %v\n%s", r, out)
 	}
+}
+
+// complete returns the shell completions of the last argument, one per
+// line, without cobra's directive line.
+func (e *env) complete(args ...string) string {
+	e.t.Helper()
+	full := append([]string{"__complete", args[0], "--temporal-address", e.cfg.TemporalAddress,
+		"--task-queue", e.cfg.TaskQueue, "--inventory", e.cfg.Inventory}, args[1:]...)
+	var out, errOut bytes.Buffer
+	if code := cli.Execute(full, &out, &errOut); code != 0 {
+		e.t.Fatalf("complete %v: exit %d %s", args, code, errOut.String())
+	}
+	var lines []string
+	for _, l := range strings.Split(strings.TrimSpace(out.String()), "\n") {
+		if !strings.HasPrefix(l, ":") {
+			lines = append(lines, l)
+		}
+	}
+	return strings.Join(lines, "\n")
 }
 
 // syncBuffer is a buffer a command writes while the test reads it.
