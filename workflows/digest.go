@@ -39,6 +39,10 @@ type Digest struct {
 	Procs []ProcDigest `json:"procs"`
 	// Omitted counts processes past MaxDigestProcs left out of Procs.
 	Omitted int `json:"omitted,omitempty"`
+	// WatchFailedAt is when supervision last could not poll the host. A
+	// poll that works again records nothing, so readers compare it with
+	// what was seen since.
+	WatchFailedAt int64 `json:"wf,omitempty"`
 }
 
 // Process states as drover last knew them.
@@ -125,6 +129,9 @@ func DigestOf(entries []Entry, events []Event, now time.Time) Digest {
 	}
 	since := now.Add(-RestartWindow)
 	for _, ev := range events {
+		if ev.Kind == EventWatchFailed {
+			d.WatchFailedAt = ev.Time.Unix()
+		}
 		i, ok := index[ev.Process]
 		if !ok {
 			continue

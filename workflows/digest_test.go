@@ -25,9 +25,10 @@ func TestDigestOf(t *testing.T) {
 	for i := 0; i < 20; i++ {
 		events = append(events, Event{Time: now.Add(time.Duration(i-20) * time.Minute), Process: db, Kind: EventRestartFailed})
 	}
+	events = append(events, Event{Time: now.Add(-time.Second), Kind: EventWatchFailed})
 	events = append(events, Event{Time: now, Process: web, Kind: EventConfigDrift})
 	d := DigestOf(entries, events, now)
-	if len(d.Procs) != 2 || d.Omitted != 0 {
+	if len(d.Procs) != 2 || d.Omitted != 0 || d.WatchFailedAt != now.Unix()-1 {
 		t.Fatalf("digest: %+v", d)
 	}
 	pg, svc := d.Procs[0], d.Procs[1]

@@ -98,7 +98,9 @@ func queryDigests(ctx context.Context, c client.Client, hosts []proc.HostID) ([]
 			case err != nil && firstErr == nil:
 				firstErr = fmt.Errorf("read the registry: %w", err)
 			case err == nil && found:
-				out = append(out, HostDigest{Host: h, Digest: Digest{Procs: digestAll(entries, events)}})
+				d := DigestOf(entries, events, time.Now())
+				d.Procs, d.Omitted = digestAll(entries, events), 0
+				out = append(out, HostDigest{Host: h, Digest: d})
 			}
 		}(h)
 	}

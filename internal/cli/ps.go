@@ -42,6 +42,9 @@ type psRow struct {
 	Supervised bool   `json:"supervised,omitempty"`
 	// SeenAt is when Actual was observed (unix seconds); with --probe, now.
 	SeenAt int64 `json:"seen_time,omitempty"`
+	// WatchFailedAt is when supervision last failed to poll the host, when
+	// that is newer than what it saw of the process.
+	WatchFailedAt int64 `json:"watch_failed_time,omitempty"`
 	// Message says why a probed process's state is unknown.
 	Message string    `json:"message,omitempty"`
 	item    proc.Item // for --probe
@@ -143,7 +146,7 @@ func psRows(digests []workflows.HostDigest, f psFlags, now time.Time) []psRow {
 			}
 			r := psRow{Host: hd.Host.String(), Namespace: p.Namespace, Name: p.Name, Expected: workflows.StateStopped,
 				Actual: p.Actual, Managed: p.Managed, GaveUp: p.GaveUp, Pid: p.Pid, LastEvent: p.LastEvent, LastAt: p.LastEventAt,
-				Supervised: p.Supervised && p.Actual == workflows.StateRunning, SeenAt: p.SeenAt,
+				Supervised: p.Supervised && p.Actual == workflows.StateRunning, SeenAt: p.SeenAt, WatchFailedAt: hd.Digest.WatchFailedAt,
 				item: proc.Item{Target: proc.Target{CloudID: hd.Host.CloudID, SupplierID: p.SupplierID, IP: hd.Host.IP},
 					Process: proc.ProcessID{Namespace: p.Namespace, Name: p.Name}}}
 			if p.Expected {
@@ -151,6 +154,13 @@ func psRows(digests []workflows.HostDigest, f psFlags, now time.Time) []psRow {
 			}
 			if r.Actual == "" {
 				r.Actual = workflows.StateUnknown
+			}
+			if r.Supervised && r.WatchFailedAt > max(r.SeenAt, r.LastAt) {
+				// Supervision could not poll the host since it last saw
+				// the process: what it saw is all drover knows.
+				r.Supervised = false
+			} else {
+				r.WatchFailedAt = 0
 			}
 			for _, t := range p.Restarts {
 				if t > since {
@@ -185,7 +195,7 @@ func probeRows(ctx context.Context, eng *workflows.Engine, rows []psRow, progres
 	for i := range rows {
 		r := &rows[i]
 		hr := res[r.item.Key()]
-		r.SeenAt, r.Supervised, r.Pid, r.Message = now.Unix(), false, 0, ""
+		r.SeenAt, r.Supervised, r.WatchFailedAt, r.Pid, r.Message = now.Unix(), false, 0, 0, ""
 		switch hr.Code {
 		case proc.CodeSuccess:
 			r.Actual = workflows.StateRunning
@@ -283,6 +293,8 @@ func printPs(w io.Writer, rows []psRow, probed bool, now time.Time) error {
 			seen = "live"
 		case r.Supervised:
 			seen = "supervised"
+		case r.WatchFailedAt > 0:
+			seen = ago(now, r.SeenAt) + ", supervision failed " + ago(now, r.WatchFailedAt)
 		case r.SeenAt > 0:
 			seen = ago(now, r.SeenAt)
 		}

@@ -63,3 +63,25 @@ func TestPsPutsWhatIsWrongFirst(t *testing.T) {
 		t.Errorf("--state sick: exit %d %s", code, errOut)
 	}
 }
+
+func TestPsDoesNotClaimSupervisionThatFailed(t *testing.T) {
+	now := time.Unix(1_800_000_000, 0)
+	running := workflows.ProcDigest{Namespace: "web", Name: "svc", Managed: true, Expected: true, Actual: "running", Pid: 7,
+		Supervised: true, SeenAt: now.Add(-time.Hour).Unix()}
+	digests := []workflows.HostDigest{
+		{Host: proc.HostID{IP: "10.0.0.1"}, Digest: workflows.Digest{Procs: []workflows.ProcDigest{running},
+			WatchFailedAt: now.Add(-2 * time.Minute).Unix()}},
+		// A failure before the process was last seen is history.
+		{Host: proc.HostID{IP: "10.0.0.2"}, Digest: workflows.Digest{Procs: []workflows.ProcDigest{running},
+			WatchFailedAt: now.Add(-2 * time.Hour).Unix()}},
+	}
+	rows := psRows(digests, psFlags{}, now)
+	var out bytes.Buffer
+	if err := printPs(&out, rows, false, now); err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(out.String(), "\n")
+	if !strings.HasSuffix(lines[1], "1h0m ago, supervision failed 2m0s ago") || !strings.HasSuffix(lines[2], "supervised") {
+		t.Fatalf("SEEN after a failed poll:\n%s", out.String())
+	}
+}
