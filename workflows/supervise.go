@@ -34,7 +34,7 @@ func (h *host) wait(ctx workflow.Context) {
 			var out activities.WatchOutput
 			if err := f.Get(ctx, &out); err != nil {
 				h.watchBackoff = workflow.Now(ctx).Add(policies.WatchFailureBackoff)
-				h.event(ctx, proc.ProcessID{}, EventWatchFailed, fmt.Sprintf("supervision paused for %s: %v", policies.WatchFailureBackoff, err), 0)
+				h.event(ctx, proc.ProcessID{}, EventWatchFailed, oneLine(fmt.Sprintf("supervision paused for %s: %v", policies.WatchFailureBackoff, err)), 0)
 				return
 			}
 			watchOut = &out
