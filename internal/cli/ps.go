@@ -304,7 +304,11 @@ func printPs(w io.Writer, rows []psRow, probed bool, now time.Time) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	_, err := fmt.Fprintf(w, "%d processes, %d should run and do not\n", len(rows), failed)
+	noun := "processes"
+	if len(rows) == 1 {
+		noun = "process"
+	}
+	_, err := fmt.Fprintf(w, "%d %s, %d should run and do not\n", len(rows), noun, failed)
 	return err
 }
 
