@@ -262,6 +262,16 @@ func TestControlOpFailures(t *testing.T) {
 		t.Fatal("TERM to the process group left it alive")
 	}
 	wantCode(t, "ps1 on an ssh host", e.op(proc.OpStart, item("win", func(s *proc.Spec) { s.ShellExt = proc.ShellPS1 })), proc.CodeBadSpec)
+
+	// A restart by the job platform's convention where setup_path is missing.
+	r = e.op(proc.OpRestart, item("nodir", func(s *proc.Spec) {
+		s.SetupPath, s.PidPath = "/data/gse", "/data/gse/svc.pid"
+		s.StartCmd, s.StopCmd, s.ReloadCmd = "", "", ""
+	}))
+	wantCode(t, "restart in a missing setup_path", r, proc.CodeBadSpec)
+	if r.Message != "setup_path /data/gse does not exist on this host" {
+		t.Fatalf("missing setup_path message %q", r.Message)
+	}
 }
 
 func TestRegistryOps(t *testing.T) {
