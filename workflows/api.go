@@ -36,6 +36,9 @@ const (
 	OpSignal = "op"
 	// ReplySignal (to Operate) carries a HostReply.
 	ReplySignal = "reply"
+	// RenewSignal (to Host, no payload) asks for a new run at the host's
+	// next wake: a run begun before the registry digest then keeps one.
+	RenewSignal = "renew"
 )
 
 // HostWorkflowID names a host's workflow.

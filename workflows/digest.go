@@ -22,6 +22,9 @@ const LastEventMemo = "last_event"
 // before them replay without them.
 const registryMemoChange = "registry-memo"
 
+// renewChange guards honouring RenewSignal.
+const renewChange = "renew-signal"
+
 // Bounds that keep the memo small whatever a host's history: a memo is
 // stored with every visibility record of the workflow.
 const (

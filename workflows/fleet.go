@@ -118,3 +118,32 @@ func digestAll(entries []Entry, events []Event) []ProcDigest {
 	}
 	return procs
 }
+
+// RenewWithoutDigest asks every running host workflow whose memo has no
+// registry digest (a run begun before it existed) for a new run, which
+// keeps one: until then, ListDigests reads such a host with queries. It
+// returns how many it asked.
+func RenewWithoutDigest(ctx context.Context, c client.Client) (int, error) {
+	q := fmt.Sprintf("WorkflowType = '%s' AND ExecutionStatus = 'Running'", HostWorkflowName)
+	asked := 0
+	var token []byte
+	for {
+		resp, err := c.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{Query: q, PageSize: listPageSize, NextPageToken: token})
+		if err != nil {
+			return asked, fmt.Errorf("list host workflows: %w", err)
+		}
+		for _, ex := range resp.Executions {
+			if ex.GetMemo().GetFields()[RegistryMemo] != nil {
+				continue
+			}
+			run := ex.GetExecution()
+			if err := c.SignalWorkflow(ctx, run.GetWorkflowId(), run.GetRunId(), RenewSignal, nil); err != nil {
+				return asked, fmt.Errorf("renew %s: %w", run.GetWorkflowId(), err)
+			}
+			asked++
+		}
+		if token = resp.NextPageToken; len(token) == 0 {
+			return asked, nil
+		}
+	}
+}

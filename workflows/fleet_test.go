@@ -22,8 +22,16 @@ import (
 // events queries, counting both.
 type fleetClient struct {
 	client.Client
-	execs          []*workflowpb.WorkflowExecutionInfo
-	lists, queries atomic.Int64
+	execs                   []*workflowpb.WorkflowExecutionInfo
+	lists, queries, signals atomic.Int64
+}
+
+func (f *fleetClient) SignalWorkflow(_ context.Context, id, _, name string, _ any) error {
+	if name != RenewSignal || id == "" {
+		return fmt.Errorf("signal %q to %q", name, id)
+	}
+	f.signals.Add(1)
+	return nil
 }
 
 func (f *fleetClient) ListWorkflow(_ context.Context, req *workflowservice.ListWorkflowExecutionsRequest) (*workflowservice.ListWorkflowExecutionsResponse, error) {
@@ -87,6 +95,10 @@ func TestListDigestsAtFleetSize(t *testing.T) {
 	}
 	if old != withoutMemo {
 		t.Fatalf("%d hosts read from their registry, want %d", old, withoutMemo)
+	}
+	// The runs without a digest, and only they, are asked for a new run.
+	if n, err := RenewWithoutDigest(context.Background(), f); err != nil || n != withoutMemo || f.signals.Load() != withoutMemo {
+		t.Fatalf("renewed %d, signalled %d: %v", n, f.signals.Load(), err)
 	}
 	// A selection reads the same listing and keeps its hosts.
 	got, err = ListDigests(context.Background(), f, nil, func(h proc.HostID) bool { return h.CloudID == 1 })

@@ -24,6 +24,7 @@ type host struct {
 	watchBackoff time.Time
 	// published is the digest last put in the memo in this run.
 	published *Digest
+	renew     workflow.ReceiveChannel
 }
 
 // maxEvents bounds the events a host keeps; older ones are dropped.
@@ -33,7 +34,7 @@ const maxEvents = 200
 // its managed processes. It never ends on its own: it continues as new
 // when its history grows long.
 func Host(ctx workflow.Context, st HostState) error {
-	h := &host{HostState: st, ops: workflow.GetSignalChannel(ctx, OpSignal)}
+	h := &host{HostState: st, ops: workflow.GetSignalChannel(ctx, OpSignal), renew: workflow.GetSignalChannel(ctx, RenewSignal)}
 	if err := workflow.SetQueryHandler(ctx, RegistryQuery, func() ([]Entry, error) {
 		return h.Entries, nil
 	}); err != nil {
@@ -63,13 +64,26 @@ func Host(ctx workflow.Context, st HostState) error {
 		if h.runDue(ctx) {
 			continue
 		}
-		if workflow.GetInfo(ctx).GetContinueAsNewSuggested() {
+		if workflow.GetInfo(ctx).GetContinueAsNewSuggested() || h.renewAsked(ctx) {
 			h.drain()
 			return workflow.NewContinueAsNewError(ctx, Host, h.HostState)
 		}
 		h.publish(ctx)
 		h.wait(ctx)
 	}
+}
+
+// renewAsked reports whether a new run was asked for. The renewal is
+// versioned where only a renew signal leads, so a history without one
+// replays unchanged, and one that a worker without renewals ignored stays
+// ignored on replay. A renew signal does not wake an idle host: it takes
+// effect at its next op, supervision decision or watch renewal.
+func (h *host) renewAsked(ctx workflow.Context) bool {
+	asked := false
+	for h.renew.ReceiveAsync(nil) {
+		asked = true
+	}
+	return asked && workflow.GetVersion(ctx, renewChange, workflow.DefaultVersion, 1) == 1
 }
 
 // drain queues every request already delivered, without blocking.
