@@ -127,7 +127,7 @@ func (r *opRun) probe(window time.Duration, extras bool) (probeResult, *proc.Hos
 	}
 	info, samples, err := r.plat.parseProbe(string(res.Stdout), 1)
 	if err != nil {
-		f := proc.Fail(proc.CodeInternal, "%v", err)
+		f := proc.HostResult{Code: proc.CodeInternal, Message: trim(err.Error())}
 		return probeResult{}, &f
 	}
 	if !r.plat.ranAs(info.User, r.spec) {
@@ -190,14 +190,8 @@ func (r *opRun) runControl(verb, cmd string) *proc.HostResult {
 	case !complete:
 		f := proc.Fail(proc.CodeCommandFailed, "%s command did not finish (exit %d): %s", verb, res.ExitCode, firstNonEmpty(o.Output, trim(string(res.Stderr))))
 		return &f
-	case o.TimedOut:
-		f := proc.Fail(proc.CodeTimeout, "%s command ran past op_timeout %s and was killed", verb, r.spec.OpTimeout)
-		return &f
-	case o.RC != 0:
-		f := proc.Fail(proc.CodeCommandFailed, "%s command exited %d: %s", verb, o.RC, o.Output)
-		return &f
 	}
-	return nil
+	return controlFailure(verb, r.spec, o)
 }
 
 func (r *opRun) start() HostOpOutput {
@@ -450,7 +444,8 @@ func transportFailure(err error) proc.HostResult {
 			code = proc.CodeUnreachable
 		}
 	}
-	return proc.HostResult{Code: code, Message: fmt.Sprintf("%s: %v", code.Message(), err)}
+	// Transport errors may carry a host's stderr (sudo's, sshd's): one line.
+	return proc.HostResult{Code: code, Message: trim(fmt.Sprintf("%s: %v", code.Message(), err))}
 }
 
 func firstNonEmpty(s ...string) string {

@@ -19,14 +19,19 @@ const trailer = "__drover_rc__"
 // stdio that is not the SSH channel, so daemons it starts outlive the SSH
 // session and never hold the op open. A watchdog kills the command's
 // process group when it runs past timeout; daemons that detached
-// themselves into their own session are left alone.
+// themselves into their own session are left alone. When the command
+// cannot be run at all, the trailer says why (setup=...) and the script
+// prints nothing else: the message is built from the spec, in Go.
 func controlScript(setupPath, cmd string, timeout time.Duration) string {
 	secs := int(timeout.Round(time.Second) / time.Second)
 	if secs < 1 {
 		secs = 1
 	}
-	return fmt.Sprintf(`cd %s 2>/dev/null || { printf '%%s\n' "setup_path %%s: cannot cd" %s; printf '%s rc=97 timeout=0\n'; exit 0; }
-out=$(mktemp "${TMPDIR:-/tmp}/drover.XXXXXX") || { printf '%s rc=98 timeout=0\n'; exit 0; }
+	dir := transport.ShellQuote(setupPath)
+	return fmt.Sprintf(`[ -e %s ] || { printf '%s rc=97 timeout=0 setup=%s\n'; exit 0; }
+[ -d %s ] || { printf '%s rc=97 timeout=0 setup=%s\n'; exit 0; }
+cd %s 2>/dev/null || { printf '%s rc=97 timeout=0 setup=%s\n'; exit 0; }
+out=$(mktemp "${TMPDIR:-/tmp}/drover.XXXXXX" 2>/dev/null) || { printf '%s rc=98 timeout=0 setup=%s\n'; exit 0; }
 setsid sh -c %s </dev/null >"$out" 2>&1 &
 p=$!
 ( i=0; while [ $i -lt %d ] && kill -0 $p 2>/dev/null; do sleep 1; i=$((i+1)); done
@@ -35,14 +40,25 @@ wait $p; rc=$?
 t=0; [ -e "$out.timeout" ] && t=1
 head -c 4096 "$out"; rm -f "$out" "$out.timeout"
 printf '\n%s rc=%%d timeout=%%d\n' "$rc" "$t"
-`, transport.ShellQuote(setupPath), transport.ShellQuote(setupPath), trailer, trailer, transport.ShellQuote(cmd), secs, trailer)
+`, dir, trailer, setupMissing, dir, trailer, setupNotDir, dir, trailer, setupDenied, trailer, setupNoTemp,
+		transport.ShellQuote(cmd), secs, trailer)
 }
+
+// Why a control script could not run its command (the trailer's setup=).
+const (
+	setupMissing = "missing" // setup_path does not exist
+	setupNotDir  = "notdir"  // setup_path is not a directory
+	setupDenied  = "denied"  // the account may not enter setup_path
+	setupNoTemp  = "notemp"  // no temporary file for the command's output
+)
 
 // controlOutcome is a control script's result.
 type controlOutcome struct {
 	RC       int
 	TimedOut bool
-	Output   string // the command's own output, trimmed
+	// Setup is why the command was not run at all, or "".
+	Setup  string
+	Output string // the command's own output, trimmed
 }
 
 // parseControl reads a control script's output; ok is false when the
@@ -61,10 +77,38 @@ func parseControl(out string) (controlOutcome, bool) {
 			o.RC = n
 		case "timeout":
 			o.TimedOut = n == 1
+		case "setup":
+			o.Setup = v
 		}
 	}
 	o.Output = trim(out[:i])
 	return o, true
+}
+
+// controlFailure maps a finished control script to the op's failure, or
+// nil when the command succeeded. Every message is one line naming the
+// real value.
+func controlFailure(verb string, spec proc.Spec, o controlOutcome) *proc.HostResult {
+	var f proc.HostResult
+	switch {
+	case o.Setup == setupMissing:
+		f = proc.Fail(proc.CodeBadSpec, "setup_path %s does not exist on this host", spec.SetupPath)
+	case o.Setup == setupNotDir:
+		f = proc.Fail(proc.CodeBadSpec, "setup_path %s is not a directory on this host", spec.SetupPath)
+	case o.Setup == setupDenied:
+		f = proc.Fail(proc.CodeBadSpec, "setup_path %s cannot be entered by account %s on this host", spec.SetupPath, spec.Account)
+	case o.Setup != "":
+		f = proc.Fail(proc.CodeCommandFailed, "%s command not run: no temporary file for its output on this host (check $TMPDIR or /tmp)", verb)
+	case o.TimedOut:
+		f = proc.Fail(proc.CodeTimeout, "%s command ran past op_timeout %s and was killed", verb, spec.OpTimeout)
+	case o.RC != 0 && o.Output == "":
+		f = proc.Fail(proc.CodeCommandFailed, "%s command exited %d with no output", verb, o.RC)
+	case o.RC != 0:
+		f = proc.Fail(proc.CodeCommandFailed, "%s command exited %d: %s", verb, o.RC, o.Output)
+	default:
+		return nil
+	}
+	return &f
 }
 
 // signalScript sends sig to the process group of pid, falling back to the
@@ -134,10 +178,19 @@ func commandFor(p platform, verb string, s proc.Spec) string {
 	return ""
 }
 
-// trim keeps command output short enough for error_msg.
+// trim keeps command output short enough for error_msg, and on one line:
+// a per-host message is one line of a table or a log. Lines are joined
+// with " | ", empty ones dropped.
 func trim(s string) string {
 	const max = 1024
-	s = strings.TrimSpace(s)
+	lines := strings.FieldsFunc(s, func(r rune) bool { return r == '\n' || r == '\r' })
+	kept := lines[:0]
+	for _, l := range lines {
+		if l = strings.TrimSpace(l); l != "" {
+			kept = append(kept, l)
+		}
+	}
+	s = strings.Join(kept, " | ")
 	if len(s) > max {
 		s = s[:max] + "..."
 	}

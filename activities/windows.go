@@ -82,7 +82,8 @@ $out = "$(Get-Content -LiteralPath $o -Raw)"; Remove-Item -LiteralPath $o, "$o.r
 // winControlBody runs $p.cmd in $p.setup and ends with the same trailer
 // as the Linux control script, so one parser reads both.
 const winControlBody = `$ErrorActionPreference = 'SilentlyContinue'
-if (-not (Test-Path -LiteralPath $p.setup -PathType Container)) { "setup_path $($p.setup): cannot cd"; "` + trailer + ` rc=97 timeout=0"; exit 0 }
+if (-not (Test-Path -LiteralPath $p.setup)) { "` + trailer + ` rc=97 timeout=0 setup=` + setupMissing + `"; exit 0 }
+if (-not (Test-Path -LiteralPath $p.setup -PathType Container)) { "` + trailer + ` rc=97 timeout=0 setup=` + setupNotDir + `"; exit 0 }
 ` + winRun + `$x = Run $p.shell $p.cmd $p.setup $p.timeout_s
 $x.out.Substring(0, [Math]::Min(4096, $x.out.Length))
 "` + "`n" + trailer + ` rc=$($x.rc) timeout=$($x.to)"

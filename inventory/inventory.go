@@ -344,58 +344,6 @@ func (inv *Inventory) Hosts() []Host {
 	return out
 }
 
-// Select resolves an operator's host selector, like Ansible's --limit:
-// comma-separated terms, each `all`, `group:NAME`, `label:KEY=VALUE`, an ip,
-// or `CLOUD:IP`. Hosts come back in inventory order, each once.
-func (inv *Inventory) Select(selector string) ([]Host, error) {
-	want := map[proc.HostID]bool{}
-	for _, term := range strings.Split(selector, ",") {
-		term = strings.TrimSpace(term)
-		if term == "" {
-			continue
-		}
-		matched := 0
-		for _, h := range inv.Hosts() {
-			if matchTerm(h, term) {
-				want[h.ID()] = true
-				matched++
-			}
-		}
-		if matched == 0 {
-			return nil, fmt.Errorf("hosts %q: term %q matches no inventory host", selector, term)
-		}
-	}
-	var out []Host
-	for _, h := range inv.Hosts() {
-		if want[h.ID()] {
-			out = append(out, h)
-		}
-	}
-	return out, nil
-}
-
-func matchTerm(h Host, term string) bool {
-	switch {
-	case term == "all":
-		return true
-	case strings.HasPrefix(term, "group:"):
-		g := strings.TrimPrefix(term, "group:")
-		for _, hg := range h.Groups {
-			if hg == g {
-				return true
-			}
-		}
-		return false
-	case strings.HasPrefix(term, "label:"):
-		k, v, _ := strings.Cut(strings.TrimPrefix(term, "label:"), "=")
-		return h.Labels[k] == v
-	}
-	if cloud, ip, ok := strings.Cut(term, ":"); ok && net.ParseIP(term) == nil {
-		return strconv.Itoa(h.CloudID) == cloud && h.IP == ip
-	}
-	return h.IP == term
-}
-
 // PasswordFrom resolves a password (or passphrase) reference at the moment
 // of use.
 func PasswordFrom(envName string) (string, bool) {

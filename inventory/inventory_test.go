@@ -211,3 +211,55 @@ func TestAgentIDRejects(t *testing.T) {
 		}
 	}
 }
+
+func TestSelectBareWords(t *testing.T) {
+	inv, _, err := load(t, `hosts:
+  - {ip: 10.0.0.1, bk_cloud_id: 0, groups: [web], agent_id: web-agent}
+  - {ip: 10.0.0.2, bk_cloud_id: 0, groups: [db, both]}
+  - {ip: 10.0.0.3, bk_cloud_id: 0, groups: [web], agent_id: both}
+  - {ip: 10.0.0.4, bk_cloud_id: 2, groups: [10.0.0.1]}
+`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for sel, want := range map[string]string{
+		"web":                  "10.0.0.1 10.0.0.3", // a group, as Ansible's --limit web
+		"10.0.0.2":             "10.0.0.2",
+		"web-agent":            "10.0.0.1", // an agent id
+		"agent:both":           "10.0.0.3",
+		"agent:2:10.0.0.4":     "10.0.0.4", // GSE 2.0's cloud:ip agent id
+		"group:both":           "10.0.0.2",
+		"2:10.0.0.4":           "10.0.0.4",
+		"group:10.0.0.1,db":    "10.0.0.2 10.0.0.4",
+		"web, agent:web-agent": "10.0.0.1 10.0.0.3",
+		" 10.0.0.2 , db":       "10.0.0.2",
+	} {
+		hosts, err := inv.Select(sel)
+		if err != nil {
+			t.Errorf("%q: %v", sel, err)
+			continue
+		}
+		var got []string
+		for _, h := range hosts {
+			got = append(got, h.IP)
+		}
+		if strings.Join(got, " ") != want {
+			t.Errorf("%q: %v, want %s", sel, got, want)
+		}
+	}
+	for sel, want := range map[string]string{
+		"both":        `term "both" is ambiguous, it matches group both (0:10.0.0.2) and agent id both (0:10.0.0.3); write group:both, CLOUD:IP or agent:both`,
+		"10.0.0.1":    `term "10.0.0.1" is ambiguous, it matches group 10.0.0.1 (2:10.0.0.4) and ip 10.0.0.1 (0:10.0.0.1)`,
+		"webb":        `term "webb" matches no group, ip or agent id in the inventory`,
+		"agent:nope":  `term "agent:nope" matches no inventory host`,
+		"3:10.0.0.1":  `term "3:10.0.0.1" matches no inventory host`,
+		"web,group:x": `term "group:x" matches no inventory host`,
+	} {
+		if _, err := inv.Select(sel); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%q: got %v, want %q", sel, err, want)
+		}
+	}
+	if got := strings.Join(inv.Groups(), ","); got != "10.0.0.1,both,db,web" {
+		t.Errorf("groups: %s", got)
+	}
+}

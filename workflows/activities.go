@@ -188,7 +188,7 @@ func (d *Dispatcher) statusOne(ctx context.Context, registries *registryCache, t
 		<-early
 	}
 	if err != nil {
-		return proc.Fail(proc.CodeInternal, "read the registry of %s: %v", id, err)
+		return proc.HostResult{Code: proc.CodeInternal, Message: oneLine(fmt.Sprintf("read the registry of %s: %v", id, err))}
 	}
 	in, res := statusInput(it, entries, taskID)
 	if res != nil {
@@ -229,7 +229,7 @@ func statusInput(it proc.Item, entries []Entry, taskID string) (activities.HostO
 func (d *Dispatcher) probeStatus(ctx context.Context, in activities.HostOpInput) proc.HostResult {
 	out, err := d.Acts.HostOp(ctx, in)
 	if err != nil {
-		return proc.Fail(proc.CodeInternal, "%v", err)
+		return proc.HostResult{Code: proc.CodeInternal, Message: oneLine(err.Error())}
 	}
 	return out.Result
 }

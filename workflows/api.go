@@ -39,6 +39,9 @@ const (
 	OpSignal = "op"
 	// ReplySignal (to Operate) carries a HostReply.
 	ReplySignal = "reply"
+	// RenewSignal (to Host, no payload) asks for a new run at the host's
+	// next wake: a run begun before the registry digest then keeps one.
+	RenewSignal = "renew"
 )
 
 // Change ids for workflow.GetVersion: each guards one change to the commands
@@ -119,6 +122,8 @@ type Entry struct {
 	// saw, so a reused pid is never taken for it.
 	StartTicks uint64 `json:"start_ticks,omitempty"`
 	Pid        int    `json:"pid,omitempty"`
+	// Seen is the process as the last op or supervision saw it.
+	Seen *Sighting `json:"seen,omitempty"`
 
 	// Supervision state.
 	Restart   policies.RestartState `json:"restart"`

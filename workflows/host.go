@@ -22,6 +22,9 @@ type host struct {
 	ops workflow.ReceiveChannel
 	// watchBackoff delays the next watch after a failed one.
 	watchBackoff time.Time
+	// published is the digest last put in the memo in this run.
+	published *Digest
+	renew     workflow.ReceiveChannel
 }
 
 // maxEvents bounds the events a host keeps; older ones are dropped.
@@ -31,7 +34,7 @@ const maxEvents = 200
 // its managed processes. It never ends on its own: it continues as new
 // when its history grows long.
 func Host(ctx workflow.Context, st HostState) error {
-	h := &host{HostState: st, ops: workflow.GetSignalChannel(ctx, OpSignal)}
+	h := &host{HostState: st, ops: workflow.GetSignalChannel(ctx, OpSignal), renew: workflow.GetSignalChannel(ctx, RenewSignal)}
 	if err := workflow.SetQueryHandler(ctx, RegistryQuery, func() ([]Entry, error) {
 		return h.Entries, nil
 	}); err != nil {
@@ -61,12 +64,26 @@ func Host(ctx workflow.Context, st HostState) error {
 		if h.runDue(ctx) {
 			continue
 		}
-		if workflow.GetInfo(ctx).GetContinueAsNewSuggested() {
+		if workflow.GetInfo(ctx).GetContinueAsNewSuggested() || h.renewAsked(ctx) {
 			h.drain()
 			return workflow.NewContinueAsNewError(ctx, Host, h.HostState)
 		}
+		h.publish(ctx)
 		h.wait(ctx)
 	}
+}
+
+// renewAsked reports whether a new run was asked for. The renewal is
+// versioned where only a renew signal leads, so a history without one
+// replays unchanged, and one that a worker without renewals ignored stays
+// ignored on replay. A renew signal does not wake an idle host: it takes
+// effect at its next op, supervision decision or watch renewal.
+func (h *host) renewAsked(ctx workflow.Context) bool {
+	asked := false
+	for h.renew.ReceiveAsync(nil) {
+		asked = true
+	}
+	return asked && workflow.GetVersion(ctx, renewChange, workflow.DefaultVersion, 1) == 1
 }
 
 // drain queues every request already delivered, without blocking.
@@ -100,6 +117,8 @@ func (h *host) reply(ctx workflow.Context, req HostRequest, res proc.HostResult)
 	if req.ReplyTo == "" {
 		return
 	}
+	// A requester that reads the fleet's memos after its reply sees the op.
+	h.publish(ctx)
 	// The requester may be gone (terminated); that must not stop the host.
 	_ = workflow.SignalExternalWorkflow(ctx, req.ReplyTo, "", ReplySignal, HostReply{Index: req.Index, Result: res}).Get(ctx, nil)
 }
@@ -167,6 +186,7 @@ func (h *host) handle(ctx workflow.Context, req HostRequest) proc.HostResult {
 		unmanage(e)
 	}
 	out := h.runOp(ctx, req, *e)
+	e.saw(out, workflow.Now(ctx))
 	if out.Started {
 		manage(e)
 		e.LastStartTime = now
@@ -239,6 +259,7 @@ func (h *host) sortEntries() {
 // runOp runs the op's activity; a host that cannot be worked on still ends
 // with a code, never with a workflow failure.
 func (h *host) runOp(ctx workflow.Context, req HostRequest, e Entry) activities.HostOpOutput {
+	h.publish(ctx)
 	spec := policies.WithDefaults(e.Spec)
 	actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 		StartToCloseTimeout: policies.HostOpDeadline(req.Op, spec),

@@ -3,6 +3,7 @@ package workflows
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"go.temporal.io/sdk/temporal"
@@ -76,7 +77,7 @@ func (op *operation) runChunks(ctx workflow.Context) {
 		start := n * policies.ChunkSize
 		if err := f.Get(ctx, &res); err != nil {
 			for i := start; i < min(start+policies.ChunkSize, len(op.results)); i++ {
-				op.results[i] = proc.Fail(proc.CodeInternal, "chunk %s failed: %v", op.chunks[n], err)
+				op.results[i] = proc.HostResult{Code: proc.CodeInternal, Message: oneLine(fmt.Sprintf("chunk %s failed: %v", op.chunks[n], err))}
 			}
 			op.done += min(policies.ChunkSize, len(op.results)-start)
 			continue
@@ -216,5 +217,9 @@ func activityFailure(err error) proc.HostResult {
 	if errors.As(err, &te) {
 		return proc.Fail(proc.CodeTimeout, "host did not answer within the op deadline (%s)", te.TimeoutType())
 	}
-	return proc.Fail(proc.CodeInternal, "%v", err)
+	return proc.HostResult{Code: proc.CodeInternal, Message: oneLine(err.Error())}
 }
+
+// oneLine keeps an error's text on one line: per-host messages are rows of
+// a table or lines of a log.
+func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }

@@ -34,7 +34,7 @@ func (h *host) wait(ctx workflow.Context) {
 			var out activities.WatchOutput
 			if err := f.Get(ctx, &out); err != nil {
 				h.watchBackoff = workflow.Now(ctx).Add(policies.WatchFailureBackoff)
-				h.event(ctx, proc.ProcessID{}, EventWatchFailed, fmt.Sprintf("supervision paused for %s: %v", policies.WatchFailureBackoff, err), 0)
+				h.event(ctx, proc.ProcessID{}, EventWatchFailed, oneLine(fmt.Sprintf("supervision paused for %s: %v", policies.WatchFailureBackoff, err)), 0)
 				return
 			}
 			watchOut = &out
@@ -100,12 +100,14 @@ func (h *host) decide(ctx workflow.Context, watched []int, events []activities.W
 		e := &h.Entries[i]
 		switch ev.Kind {
 		case activities.WatchDead:
+			e.Seen = &Sighting{At: workflow.Now(ctx)}
 			h.restart(ctx, e, proc.OpStart, ev.Detail)
 		case activities.WatchUnhealthy:
 			h.restart(ctx, e, proc.OpRestart, ev.Detail)
 		case activities.WatchLimit:
 			h.event(ctx, e.Process, EventLimitExceed, ev.Detail, e.Pid)
 			stop := h.runOp(ctx, HostRequest{Op: proc.OpStop, Target: h.target(), Process: e.Process}, *e)
+			e.saw(stop, workflow.Now(ctx))
 			if stop.Result.Code != proc.CodeSuccess && stop.Result.Code != proc.CodeNotRunning {
 				h.event(ctx, e.Process, EventRestartFailed, "stop over limit: "+stop.Result.Message, e.Pid)
 				continue
@@ -146,6 +148,7 @@ func (h *host) attempt(ctx workflow.Context, e *Entry, op proc.OpType, why strin
 	e.RetryAt = time.Time{}
 	e.Restart = e.Restart.Started()
 	out := h.runOp(ctx, HostRequest{Op: op, Target: h.target(), Process: e.Process}, *e)
+	e.saw(out, workflow.Now(ctx))
 	if out.Result.Code == proc.CodeSuccess || out.Result.Code == proc.CodeAlreadyRunning {
 		// It passed its start check: it stayed up past the window.
 		e.Restart = e.Restart.StayedUp()
@@ -204,6 +207,7 @@ func (h *host) schedule(e *Entry, now time.Time) {
 func (h *host) runPeriodic(ctx workflow.Context, e *Entry, now time.Time) {
 	scheduled := e.NextRun
 	out := h.runOp(ctx, HostRequest{Op: proc.OpStart, Target: h.target(), Process: e.Process}, *e)
+	e.saw(out, workflow.Now(ctx))
 	at := scheduled.UTC().Format(time.RFC3339Nano)
 	switch out.Result.Code {
 	case proc.CodeSuccess:
@@ -274,6 +278,6 @@ func (h *host) eventAt(ctx workflow.Context, p proc.ProcessID, kind, detail stri
 	if len(h.Events) > maxEvents {
 		h.Events = h.Events[len(h.Events)-maxEvents:]
 	}
-	_ = workflow.UpsertMemo(ctx, map[string]any{"last_event": ev})
+	_ = workflow.UpsertMemo(ctx, map[string]any{LastEventMemo: ev})
 	workflow.GetMetricsHandler(ctx).WithTags(map[string]string{"event": kind}).Counter(SupervisionEventsMetric).Inc(1)
 }

@@ -3,10 +3,12 @@ package cli
 import (
 	"context"
 	"fmt"
+	"os"
+	"os/signal"
 	"sort"
 	"strings"
 	"sync"
-	"text/tabwriter"
+	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -14,20 +16,28 @@ import (
 
 	"github.com/drover-sh/drover/internal/config"
 	"github.com/drover-sh/drover/inventory"
+	"github.com/drover-sh/drover/proc"
 	"github.com/drover-sh/drover/workflows"
 )
 
 type eventFlags struct {
 	hosts, kind, namespace, name, output string
 	since                                time.Duration
+	follow                               bool
 }
+
+// eventKinds are the kinds --kind completes.
+var eventKinds = []string{workflows.EventRestartSuccess, workflows.EventRestartFailed, workflows.EventCancelRestart,
+	workflows.EventLimitExceed, workflows.EventConfigDrift, workflows.EventConfigRestored, workflows.EventPeriodicRun,
+	workflows.EventPeriodicSkip, workflows.EventPeriodicFailed, workflows.EventWatchFailed}
 
 func newEventsCommand() *cobra.Command {
 	var f eventFlags
 	cmd := &cobra.Command{
 		Use:   "events",
 		Short: "List supervision events (restarts, give-ups, limits, drift, periodic runs)",
-		Long: "List the supervision events the host workflows recorded, newest last.\n" +
+		Long: "List the supervision events the host workflows recorded, newest last;\n" +
+			"--follow keeps printing new ones until interrupted.\n" +
 			"Kinds: process_restart_success, process_restart_failed, process_cancel_restart,\n" +
 			"process_resource_limit_exceed, process_config_drift, process_config_restored,\n" +
 			"process_periodic_run, process_periodic_skip, process_periodic_failed, host_watch_failed.",
@@ -53,29 +63,49 @@ func newEventsCommand() *cobra.Command {
 				return err
 			}
 			defer c.Close()
-			evs, err := collectEvents(cmd.Context(), c, hosts)
+			ctx := cmd.Context()
+			if f.follow {
+				// Following ends at Ctrl-C, which is no failure.
+				var stop context.CancelFunc
+				ctx, stop = signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+				defer stop()
+			}
+			evs, err := collectEvents(ctx, c, hosts)
 			if err != nil {
 				return &ExitError{Code: ExitUnavailable, Err: err}
 			}
+			shown := evs
 			evs = filterEvents(evs, f, time.Now())
-			if f.output == "json" {
+			if f.output == "json" && !f.follow {
 				return printJSON(cmd, evs)
 			}
-			w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
-			fmt.Fprintln(w, "TIME\tHOST\tPROCESS\tKIND\tPID\tDETAIL")
-			for _, ev := range evs {
-				fmt.Fprintf(w, "%s\t%s\t%s/%s\t%s\t%d\t%s\n", ev.Time.UTC().Format(time.RFC3339), ev.Host,
-					ev.Process.Namespace, ev.Process.Name, ev.Kind, ev.Pid, ev.Detail)
+			ew := &eventWriter{w: cmd.OutOrStdout(), json: f.output == "json", fixed: f.follow}
+			if err := ew.write(evs); err != nil || !f.follow {
+				return err
 			}
-			return w.Flush()
+			opts, err := cfg.ClientOptions()
+			if err != nil {
+				return &ExitError{Code: ExitBadRequest, Err: err}
+			}
+			selected := map[proc.HostID]bool{}
+			for _, h := range hosts {
+				selected[h.ID()] = true
+			}
+			if err := follow(ctx, c, opts.DataConverter, selected, shown, f, ew); err != nil {
+				return &ExitError{Code: ExitUnavailable, Err: err}
+			}
+			return nil
 		},
 	}
-	cmd.Flags().StringVar(&f.hosts, "hosts", "all", "hosts: all, group:NAME, label:K=V, an ip or CLOUD:IP, comma-separated")
+	cmd.Flags().StringVar(&f.hosts, "hosts", "all", hostsUsage)
 	cmd.Flags().StringVar(&f.kind, "kind", "", "only events of this kind (a prefix works: process_restart)")
 	cmd.Flags().StringVar(&f.namespace, "namespace", "", "only processes of this namespace")
 	cmd.Flags().StringVar(&f.name, "name", "", "only processes of this name")
 	cmd.Flags().DurationVar(&f.since, "since", 0, "only events this recent (e.g. 24h)")
-	cmd.Flags().StringVarP(&f.output, "output", "o", "table", "table or json")
+	cmd.Flags().StringVarP(&f.output, "output", "o", "table", "table or json (with --follow, one JSON object per line)")
+	cmd.Flags().BoolVarP(&f.follow, "follow", "f", false, "keep printing new events until interrupted")
+	completeProcessFlags(cmd)
+	_ = cmd.RegisterFlagCompletionFunc("kind", cobra.FixedCompletions(eventKinds, cobra.ShellCompDirectiveNoFileComp))
 	return cmd
 }
 

@@ -12,6 +12,10 @@ import (
 	"github.com/drover-sh/drover/inventory"
 )
 
+// hostsUsage is the help of every --hosts flag.
+const hostsUsage = "hosts, comma-separated: all, a group name, an ip or an agent id (as Ansible's --limit), " +
+	"or explicitly group:NAME, label:K=V, CLOUD:IP, agent:ID"
+
 func newHostsCommand() *cobra.Command {
 	var selector string
 	cmd := &cobra.Command{
@@ -32,7 +36,7 @@ func newHostsCommand() *cobra.Command {
 				return &ExitError{Code: ExitBadRequest, Err: err}
 			}
 			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "CLOUD\tIP\tADDRESS\tUSER\tTRANSPORT\tGROUPS\tLABELS\tBASTION")
+			fmt.Fprintln(tw, "CLOUD\tIP\tAGENT_ID\tADDRESS\tUSER\tTRANSPORT\tGROUPS\tLABELS\tBASTION")
 			for _, h := range hosts {
 				labels := make([]string, 0, len(h.Labels))
 				for k, v := range h.Labels {
@@ -43,7 +47,11 @@ func newHostsCommand() *cobra.Command {
 				if h.Bastion != nil {
 					bastion = h.Bastion.User + "@" + h.Bastion.Address
 				}
-				fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", h.CloudID, h.IP, h.DialAddress(), h.User, h.Transport,
+				agent := h.AgentID
+				if agent == "" {
+					agent = "-"
+				}
+				fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", h.CloudID, h.IP, agent, h.DialAddress(), h.User, h.Transport,
 					strings.Join(h.Groups, ","), strings.Join(labels, ","), bastion)
 			}
 			if err := tw.Flush(); err != nil {
@@ -53,6 +61,7 @@ func newHostsCommand() *cobra.Command {
 			return err
 		},
 	}
-	cmd.Flags().StringVar(&selector, "hosts", "all", "hosts: all, group:NAME, label:K=V, an ip or CLOUD:IP, comma-separated")
+	cmd.Flags().StringVar(&selector, "hosts", "all", hostsUsage)
+	completeProcessFlags(cmd)
 	return cmd
 }

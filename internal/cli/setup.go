@@ -8,6 +8,7 @@ import (
 
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/operatorservice/v1"
+	"go.temporal.io/sdk/client"
 
 	"github.com/drover-sh/drover/internal/config"
 	"github.com/drover-sh/drover/workflows"
@@ -20,13 +21,29 @@ var saTypes = map[string]enumspb.IndexedValueType{
 }
 
 // Setup registers drover's search attributes in the namespace through the
-// operator API, once per cluster. Attributes already there are left alone.
+// operator API, once per cluster; attributes already there are left alone.
+// Run again after an upgrade, it asks host workflows begun before the
+// registry digest for a new run that keeps one.
 func Setup(ctx context.Context, cfg config.Config, out io.Writer) error {
 	c, err := Dial(cfg, config.Config{LogLevel: "error", LogFormat: "text"}.Logger())
 	if err != nil {
 		return err
 	}
 	defer c.Close()
+	if err := addSearchAttributes(ctx, c, cfg, out); err != nil {
+		return err
+	}
+	n, err := workflows.RenewWithoutDigest(ctx, c)
+	if err != nil {
+		return err
+	}
+	if n > 0 {
+		fmt.Fprintf(out, "asked %d host workflows without a registry digest for a new run (at each one's next op or supervision decision)\n", n)
+	}
+	return nil
+}
+
+func addSearchAttributes(ctx context.Context, c client.Client, cfg config.Config, out io.Writer) error {
 	have, err := c.OperatorService().ListSearchAttributes(ctx, &operatorservice.ListSearchAttributesRequest{Namespace: cfg.TemporalNamespace})
 	if err != nil {
 		return fmt.Errorf("list search attributes: %w", err)

@@ -55,7 +55,7 @@ func NewStarter(out, errOut io.Writer) *cobra.Command {
 	root.SetOut(out)
 	root.SetErr(errOut)
 	config.AddFlags(root.PersistentFlags())
-	root.AddCommand(newAPICommand(), newResultCommand(), newEventsCommand(), newServeCommand(), newHostsCommand(), newCodecServerCommand())
+	root.AddCommand(newAPICommand(), newResultCommand(), newEventsCommand(), newServeCommand(), newHostsCommand(), newCodecServerCommand(), newPsCommand())
 	root.AddCommand(newVerbCommands()...)
 	return root
 }
@@ -221,6 +221,13 @@ func reject(cmd *cobra.Command, err error) error {
 func printJSON(cmd *cobra.Command, v any) error {
 	enc := json.NewEncoder(cmd.OutOrStdout())
 	enc.SetIndent("", "  ")
+	enc.SetEscapeHTML(false)
+	return enc.Encode(v)
+}
+
+// printJSONLine writes v as one line of JSON, for streams.
+func printJSONLine(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
 	enc.SetEscapeHTML(false)
 	return enc.Encode(v)
 }

@@ -60,22 +60,24 @@ func newVerbCommands() []*cobra.Command {
 		fl := cmd.Flags()
 		fl.StringVar(&f.namespace, "namespace", "", "process namespace (meta.namespace)")
 		fl.StringVar(&f.name, "name", "", "process name (meta.name)")
-		fl.StringVar(&f.hosts, "hosts", "all", "hosts: all, group:NAME, label:K=V, an ip or CLOUD:IP, comma-separated")
+		fl.StringVar(&f.hosts, "hosts", "all", hostsUsage)
 		fl.BoolVar(&f.wait, "wait", false, "wait and show progress (the default on a terminal)")
 		fl.BoolVar(&f.noWait, "no-wait", false, "print the task id and return")
-		fl.StringVarP(&f.output, "output", "o", "table", "result format: table, json or yaml")
+		fl.StringVarP(&f.output, "output", "o", "table", "result format: table, wide (status: start time, threads, cmdline), json or yaml")
 		fl.DurationVar(&f.timeout, "timeout", 0, "give up waiting after this long (0: no limit)")
 		if v.op == proc.OpSpecRegister {
 			fl.StringVar(&f.spec, "spec", "", "register_proc_info's spec object, as a JSON or YAML file")
 		}
+		completeProcessFlags(cmd)
+		_ = cmd.RegisterFlagCompletionFunc("output", cobra.FixedCompletions([]string{"table", "wide", "json", "yaml"}, cobra.ShellCompDirectiveNoFileComp))
 		cmds = append(cmds, cmd)
 	}
 	return cmds
 }
 
 func runVerb(cmd *cobra.Command, api string, op proc.OpType, f verbFlags) error {
-	if f.output != "table" && f.output != "json" && f.output != "yaml" {
-		return &ExitError{Code: ExitBadRequest, Err: fmt.Errorf("-o %q: must be table, json or yaml", f.output)}
+	if f.output != "table" && f.output != "wide" && f.output != "json" && f.output != "yaml" {
+		return &ExitError{Code: ExitBadRequest, Err: fmt.Errorf("-o %q: must be table, wide, json or yaml", f.output)}
 	}
 	cfg, err := config.Load(cmd.Flags())
 	if err != nil {
@@ -231,15 +233,23 @@ func printRecap(w io.Writer, task *gseapi.Task, res map[string]proc.HostResult, 
 	case "yaml":
 		return yaml.NewEncoder(w).Encode(rows)
 	}
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "HOST\tCODE\tMESSAGE")
+	if task.Op == proc.OpStatus && task.API == gseapi.APIOperateProcess {
+		if err := printStatusTable(w, rows, format == "wide"); err != nil {
+			return err
+		}
+	} else {
+		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "HOST\tCODE\tMESSAGE")
+		for _, r := range rows {
+			fmt.Fprintf(tw, "%s\t%d\t%s\n", r.Key, r.Code, r.Message)
+		}
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+	}
 	counts := map[proc.Code]int{}
 	for _, r := range rows {
 		counts[r.Code]++
-		fmt.Fprintf(tw, "%s\t%d\t%s\n", r.Key, r.Code, r.Message)
-	}
-	if err := tw.Flush(); err != nil {
-		return err
 	}
 	codes := make([]int, 0, len(counts))
 	for c := range counts {

@@ -120,7 +120,8 @@ var defaults = map[string]any{
 // DefaultFile is read when --config is not given and it exists.
 const DefaultFile = "./drover.yaml"
 
-// AddFlags registers the shared flags on a flag set.
+// AddFlags registers the flags both binaries act on: where Temporal is,
+// the inventory, logging, TLS and the payload key.
 func AddFlags(fs *pflag.FlagSet) {
 	fs.String("config", "", "config file (default ./drover.yaml if present)")
 	fs.String("temporal-address", "", "Temporal frontend host:port (env DROVER_TEMPORAL_ADDRESS)")
@@ -129,8 +130,6 @@ func AddFlags(fs *pflag.FlagSet) {
 	fs.String("inventory", "", "host inventory file (env DROVER_INVENTORY)")
 	fs.String("log-format", "", "log format: text or json (env DROVER_LOG_FORMAT)")
 	fs.String("log-level", "", "log level: debug, info, warn, error (env DROVER_LOG_LEVEL)")
-	fs.Duration("supervise-interval", 0, "how often supervision polls each host (env DROVER_SUPERVISE_INTERVAL, default 10s)")
-	fs.Int("limit-polls", 0, "consecutive polls over a cpu/mem limit before acting (env DROVER_LIMIT_POLLS, default 3)")
 	fs.String("tls-cert", "", "client certificate for mTLS to Temporal (env DROVER_TLS_CERT)")
 	fs.String("tls-key", "", "client key for mTLS to Temporal (env DROVER_TLS_KEY)")
 	fs.String("tls-ca", "", "CA bundle for Temporal's server certificate (env DROVER_TLS_CA)")
@@ -138,12 +137,21 @@ func AddFlags(fs *pflag.FlagSet) {
 	fs.String("api-key-env", "", "name of the env var holding a Temporal API key (env DROVER_API_KEY_ENV)")
 	fs.String("codec-key-file", "", "file holding the payload encryption key (env DROVER_CODEC_KEY_FILE)")
 	fs.String("codec-key-env", "", "name of the env var holding the payload encryption key (env DROVER_CODEC_KEY_ENV)")
+}
+
+// AddWorkerFlags registers the settings only a worker acts on: how it
+// supervises, how many hosts and sessions it holds, host-key trust and
+// metrics. The starter leaves them out of its help; a config file or the
+// environment still sets them for the worker.
+func AddWorkerFlags(fs *pflag.FlagSet) {
+	fs.Duration("supervise-interval", 0, "how often supervision polls each host (env DROVER_SUPERVISE_INTERVAL, default 10s)")
+	fs.Int("limit-polls", 0, "consecutive polls over a cpu/mem limit before acting (env DROVER_LIMIT_POLLS, default 3)")
 	fs.Bool("ssh-tofu", false, "trust an unknown host's key on first use, recording it in known_hosts (env DROVER_SSH_TOFU; default off)")
 	fs.Int("max-concurrent-activities", 0, "activities one worker runs at once (env DROVER_MAX_CONCURRENT_ACTIVITIES, default 1000)")
 	fs.Int("max-pooled-connections", 0, "SSH connections one worker keeps open; past it the least recently used idle ones close (env DROVER_MAX_POOLED_CONNECTIONS, default 4096)")
 	fs.Duration("idle-connection-timeout", 0, "close a pooled SSH connection unused for this long; 0 never does (env DROVER_IDLE_CONNECTION_TIMEOUT, default 10m)")
 	fs.Int("max-concurrent-dials", 0, "SSH connections one worker dials at once; more wait their turn (env DROVER_MAX_CONCURRENT_DIALS, default 256)")
-	fs.String("metrics-listen", "", "worker: serve Prometheus /metrics on this address, e.g. :9090 (env DROVER_METRICS_LISTEN; default off)")
+	fs.String("metrics-listen", "", "serve Prometheus /metrics on this address, e.g. :9090 (env DROVER_METRICS_LISTEN; default off)")
 	fs.Int("max-sessions-per-host", 0, "SSH sessions per pooled host connection (env DROVER_MAX_SESSIONS_PER_HOST, default 8)")
 }
 

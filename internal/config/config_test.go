@@ -27,6 +27,7 @@ func TestLoadLayers(t *testing.T) {
 	t.Setenv("DROVER_TEMPORAL_NAMESPACE", "ns-env")
 	fs := pflag.NewFlagSet("t", pflag.ContinueOnError)
 	AddFlags(fs)
+	AddWorkerFlags(fs)
 	if err := fs.Parse([]string{"--config", file, "--temporal-namespace", "ns-flag"}); err != nil {
 		t.Fatal(err)
 	}
@@ -49,6 +50,7 @@ func TestLoadRejects(t *testing.T) {
 		}
 		fs := pflag.NewFlagSet("t", pflag.ContinueOnError)
 		AddFlags(fs)
+		AddWorkerFlags(fs)
 		_ = fs.Parse([]string{"--config", file})
 		key := strings.SplitN(bad, ":", 2)[0]
 		if _, err := Load(fs); err == nil || !strings.Contains(err.Error(), key) {
@@ -121,6 +123,7 @@ func TestClientOptionsCodec(t *testing.T) {
 	}
 	fs := pflag.NewFlagSet("t", pflag.ContinueOnError)
 	AddFlags(fs)
+	AddWorkerFlags(fs)
 	if err := fs.Parse([]string{"--config", file}); err != nil {
 		t.Fatal(err)
 	}

@@ -288,6 +288,15 @@ func TestControlOpFailures(t *testing.T) {
 		t.Fatalf("836 must say how the command exited: %q", r.Message)
 	}
 	wantCode(t, "clean up", e.op(proc.OpKill, item("exits1", func(s *proc.Spec) {})), proc.CodeSuccess)
+	// A restart by the job platform's convention where setup_path is missing.
+	r = e.op(proc.OpRestart, item("nodir", func(s *proc.Spec) {
+		s.SetupPath, s.PidPath = "/data/gse", "/data/gse/svc.pid"
+		s.StartCmd, s.StopCmd, s.ReloadCmd = "", "", ""
+	}))
+	wantCode(t, "restart in a missing setup_path", r, proc.CodeBadSpec)
+	if r.Message != "setup_path /data/gse does not exist on this host" {
+		t.Fatalf("missing setup_path message %q", r.Message)
+	}
 }
 
 func TestRegistryOps(t *testing.T) {

@@ -166,6 +166,12 @@ func TestPayloadEncryption(t *testing.T) {
 	if c := decodeStatus(t, decodeResult(t, out).Data[key(h.IP, "enc", "svc")].Content); c.Process[0].Instance[0].Pid <= 0 {
 		t.Fatalf("status through the codec: %+v", c)
 	}
+	// ps decodes the host workflow's encrypted memo with the same key.
+	out, errOut, code = e.starter("", "ps", "-o", "json")
+	var ps []struct{ Namespace, Name, Actual string }
+	if err := json.Unmarshal([]byte(out), &ps); err != nil || code != cli.ExitOK || len(ps) != 1 || ps[0].Name != "svc" || ps[0].Actual != "running" {
+		t.Fatalf("ps through the codec: exit %d %v\n%s%s", code, err, out, errOut)
+	}
 
 	ids := workflowIDs(t, e.client, fmt.Sprintf("TaskQueue = '%s'", e.cfg.TaskQueue))
 	if len(ids) < 4 { // three tasks and the host workflow

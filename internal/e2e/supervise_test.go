@@ -205,6 +205,7 @@ func TestSuperviseGivesUpAfterRetries(t *testing.T) {
 	if out, _ := h.Exec("grep -c attempt /data/app/attempts.log"); strings.TrimSpace(out) != "4" {
 		t.Fatalf("supervision kept trying after giving up: %s starts", strings.TrimSpace(out))
 	}
+	e.recordHistory(workflows.HostWorkflowID(proc.HostID{IP: h.IP}), "host-supervised")
 }
 
 func TestSuperviseEnforcesCPULimit(t *testing.T) {

@@ -334,7 +334,8 @@ func (w *windows) dirExists(dir string) bool {
 
 func (w *windows) control(p winControlParams, cancel <-chan struct{}) string {
 	if !w.dirExists(p.Setup) {
-		return fmt.Sprintf("Set-Location : Cannot find path '%s' because it does not exist.\r\n\r\n__drover_rc__ rc=97 timeout=0\r\n", p.Setup)
+		// As drover's script answers: the trailer alone says why.
+		return "__drover_rc__ rc=97 timeout=0 setup=missing\r\n"
 	}
 	stop := make(chan struct{})
 	type result struct {

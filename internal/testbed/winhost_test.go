@@ -47,7 +47,7 @@ func TestWindowsLineLanguage(t *testing.T) {
 	if !strings.HasSuffix(out, "__drover_rc__ rc=1 timeout=1\r\n") || time.Since(began) > 5*time.Second {
 		t.Fatalf("timeout: %q after %s", out, time.Since(began))
 	}
-	if out := w.control(winControlParams{Setup: `C:\nowhere`, Shell: "bat", Cmd: "echo x", TimeoutS: 1}, nil); !strings.Contains(out, "rc=97") {
+	if out := w.control(winControlParams{Setup: `C:\nowhere`, Shell: "bat", Cmd: "echo x", TimeoutS: 1}, nil); !strings.Contains(out, "setup=missing") {
 		t.Fatalf("missing setup_path: %q", out)
 	}
 }

@@ -1,0 +1,149 @@
+package workflows
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"sync"
+	"time"
+
+	"go.temporal.io/api/workflowservice/v1"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/converter"
+
+	"github.com/drover-sh/drover/proc"
+)
+
+// HostDigest is one host's registry digest, as the fleet listing read it.
+type HostDigest struct {
+	Host   proc.HostID
+	Digest Digest
+}
+
+// listPageSize is the host workflows one listing page asks for: a fleet of
+// 10,000 hosts is ten round trips.
+const listPageSize = 1000
+
+// fallbackParallel bounds the registry queries for hosts without a memo.
+const fallbackParallel = 32
+
+// ListDigests reads the registry digest of every running host workflow that
+// keep accepts, with one paged listing: each listed workflow carries its
+// memo. Host workflows whose memo lacks the digest (a run begun before the
+// memo existed, or a host with more processes than the memo holds) are
+// read with registry and events queries instead, and only they. dc decodes
+// the memos; nil means the default converter.
+func ListDigests(ctx context.Context, c client.Client, dc converter.DataConverter, keep func(proc.HostID) bool) ([]HostDigest, error) {
+	if dc == nil {
+		dc = converter.GetDefaultDataConverter()
+	}
+	q := fmt.Sprintf("WorkflowType = '%s' AND ExecutionStatus = 'Running'", HostWorkflowName)
+	var out []HostDigest
+	var ask []proc.HostID
+	var token []byte
+	for {
+		resp, err := c.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{Query: q, PageSize: listPageSize, NextPageToken: token})
+		if err != nil {
+			return nil, fmt.Errorf("list host workflows: %w", err)
+		}
+		for _, ex := range resp.Executions {
+			host, ok := parseHostWorkflowID(ex.GetExecution().GetWorkflowId())
+			if !ok || (keep != nil && !keep(host)) {
+				continue
+			}
+			var d Digest
+			p := ex.GetMemo().GetFields()[RegistryMemo]
+			if p == nil || dc.FromPayload(p, &d) != nil || d.Omitted > 0 {
+				ask = append(ask, host)
+				continue
+			}
+			out = append(out, HostDigest{Host: host, Digest: d})
+		}
+		if token = resp.NextPageToken; len(token) == 0 {
+			break
+		}
+	}
+	asked, err := queryDigests(ctx, c, ask)
+	if err != nil {
+		return nil, err
+	}
+	out = append(out, asked...)
+	sort.Slice(out, func(i, j int) bool { return out[i].Host.String() < out[j].Host.String() })
+	return out, nil
+}
+
+// queryDigests builds the digests of hosts from their registry and events
+// queries.
+func queryDigests(ctx context.Context, c client.Client, hosts []proc.HostID) ([]HostDigest, error) {
+	var mu sync.Mutex
+	var out []HostDigest
+	var firstErr error
+	sem := make(chan struct{}, fallbackParallel)
+	var wg sync.WaitGroup
+	for _, h := range hosts {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func(h proc.HostID) {
+			defer func() { <-sem; wg.Done() }()
+			var entries []Entry
+			var events []Event
+			id := HostWorkflowID(h)
+			found, err := QueryOpen(ctx, c, id, RegistryQuery, &entries)
+			if err == nil && found {
+				_, err = QueryOpen(ctx, c, id, EventsQuery, &events)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case err != nil && firstErr == nil:
+				firstErr = fmt.Errorf("read the registry: %w", err)
+			case err == nil && found:
+				d := DigestOf(entries, events, time.Now())
+				d.Procs, d.Omitted = digestAll(entries, events), 0
+				out = append(out, HostDigest{Host: h, Digest: d})
+			}
+		}(h)
+	}
+	wg.Wait()
+	return out, firstErr
+}
+
+// digestAll is DigestOf without the memo's bound on processes: read from
+// the registry itself, every process is listed.
+func digestAll(entries []Entry, events []Event) []ProcDigest {
+	var procs []ProcDigest
+	for start := 0; start < len(entries); start += MaxDigestProcs {
+		end := min(start+MaxDigestProcs, len(entries))
+		procs = append(procs, DigestOf(entries[start:end], events, time.Now()).Procs...)
+	}
+	return procs
+}
+
+// RenewWithoutDigest asks every running host workflow whose memo has no
+// registry digest (a run begun before it existed) for a new run, which
+// keeps one: until then, ListDigests reads such a host with queries. It
+// returns how many it asked.
+func RenewWithoutDigest(ctx context.Context, c client.Client) (int, error) {
+	q := fmt.Sprintf("WorkflowType = '%s' AND ExecutionStatus = 'Running'", HostWorkflowName)
+	asked := 0
+	var token []byte
+	for {
+		resp, err := c.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{Query: q, PageSize: listPageSize, NextPageToken: token})
+		if err != nil {
+			return asked, fmt.Errorf("list host workflows: %w", err)
+		}
+		for _, ex := range resp.Executions {
+			if ex.GetMemo().GetFields()[RegistryMemo] != nil {
+				continue
+			}
+			run := ex.GetExecution()
+			if err := c.SignalWorkflow(ctx, run.GetWorkflowId(), run.GetRunId(), RenewSignal, nil); err != nil {
+				return asked, fmt.Errorf("renew %s: %w", run.GetWorkflowId(), err)
+			}
+			asked++
+		}
+		if token = resp.NextPageToken; len(token) == 0 {
+			return asked, nil
+		}
+	}
+}
