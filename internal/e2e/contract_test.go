@@ -842,20 +842,16 @@ chmod +x %[1]s/brief %[1]s/start.sh`, d)); err != nil {
 			_, v1 := g.wait(t, task, path, keys, p.v2Keys(both...))
 			return v1
 		}
-		// Registered and not started: status answers 0, one process[] entry,
-		// and no instance with a pid (pid < 0 is "not running"), as the job
-		// platform's published example of a status result shows (error_code
-		// 0, "pid": -1): the process-config manager reads content only when
-		// error_code is 0, and counts pid < 0 as stopped; any other code
-		// leaves the process's status unknown to it. Reported without
-		// stopping the subtest.
+		// Registered and not started: status answers 829, the code the
+		// reference lists for "not running", with the content still
+		// carrying one process[] entry whose pid is -1, which callers
+		// compare with -1 exactly.
 		v1 := op(2, 1)
 		for _, k := range keys {
-			if v1[k].ErrorCode != gseSuccess {
-				once(t, "not running "+k, "status of a registered process not running: %s answers %d %q, want error_code 0 with pid -1 in content",
+			if v1[k].ErrorCode != gseNotRunning || !strings.Contains(v1[k].ErrorMsg, "is not running") {
+				t.Fatalf("status of a registered process not running: %s answers %d %q, want 829 ... is not running",
 					k, v1[k].ErrorCode, v1[k].ErrorMsg)
 			}
-			// Callers compare pid with -1 exactly.
 			for _, in := range v2StatusOf(t, k, v1[k]).Process[0].Instance {
 				if in.Pid != -1 {
 					t.Fatalf("%s: status of a process never started reports pid %d, want -1", k, in.Pid)
