@@ -95,8 +95,24 @@ func StartCheckSpan(s proc.Spec) time.Duration {
 // that a batch lost with its worker is cheap to probe again.
 const StatusBatch = 100
 
-// StatusBatchDeadline bounds one status batch: every probe in it is bounded
-// by its own op_timeout, run in parallel.
+// StatusProbeMax bounds one status probe whatever the spec's op_timeout: a
+// probe only reads /proc, and its batch's deadline is fixed, so a probe
+// allowed to run until a long op_timeout would let one hung host time out
+// the whole batch (and every host in it) instead of failing alone.
+const StatusProbeMax = 30 * time.Second
+
+// StatusProbeTimeout is how long a status probe of a process with
+// op_timeout may run: op_timeout, at most StatusProbeMax.
+func StatusProbeTimeout(opTimeout time.Duration) time.Duration {
+	if opTimeout <= 0 || opTimeout > StatusProbeMax {
+		return StatusProbeMax
+	}
+	return opTimeout
+}
+
+// StatusBatchDeadline bounds one status batch: its registry reads, then
+// probes in parallel, each bounded by StatusProbeTimeout, with room for a
+// slow registry read before them.
 const StatusBatchDeadline = DefaultOpTimeout + 30*time.Second
 
 // Supervision defaults.

@@ -167,3 +167,21 @@ func TestHostOpDeadlineCoversTheOp(t *testing.T) {
 		t.Error("restart (stop then start) needs longer than start")
 	}
 }
+
+func TestStatusProbeTimeout(t *testing.T) {
+	for _, c := range []struct{ op, want time.Duration }{
+		{0, StatusProbeMax},
+		{-time.Second, StatusProbeMax},
+		{3 * time.Second, 3 * time.Second},
+		{StatusProbeMax, StatusProbeMax},
+		{10 * time.Minute, StatusProbeMax},
+	} {
+		if got := StatusProbeTimeout(c.op); got != c.want {
+			t.Errorf("StatusProbeTimeout(%s) = %s, want %s", c.op, got, c.want)
+		}
+	}
+	// A batch outlives any one probe in it, with room for its registry reads.
+	if StatusBatchDeadline < StatusProbeMax+30*time.Second {
+		t.Errorf("batch deadline %s leaves no room past a probe's %s", StatusBatchDeadline, StatusProbeMax)
+	}
+}

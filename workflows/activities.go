@@ -220,9 +220,13 @@ func statusInput(it proc.Item, entries []Entry, taskID string) (activities.HostO
 			it.Process.Namespace, it.Process.Name, it.Target.HostID())
 		return activities.HostOpInput{}, &r
 	}
+	spec := policies.WithDefaults(entry.Spec)
+	// A hung host must fail alone, within its own probe's bound, never by
+	// running its batch past the batch's deadline.
+	spec.OpTimeout = policies.StatusProbeTimeout(spec.OpTimeout)
 	return activities.HostOpInput{
 		RequestID: taskID, Op: proc.OpStatus, Target: it.Target, Process: it.Process,
-		Spec: policies.WithDefaults(entry.Spec), Registration: entry.Registration,
+		Spec: spec, Registration: entry.Registration,
 	}, nil
 }
 
