@@ -50,6 +50,12 @@ const (
 	// VersionUpdateRegisters: update_proc_info of a process not yet
 	// registered registers it (it answered 9106 before).
 	VersionUpdateRegisters = "update-registers"
+	// VersionChunkedStatus: a status task of more than ChunkSize items
+	// splits into chunks like the control ops (it ran as one workflow).
+	VersionChunkedStatus = "chunked-status"
+	// VersionChunkedOutcome: a task split into chunks records its outcome
+	// and failed count in its search attributes (it never did).
+	VersionChunkedOutcome = "chunked-outcome"
 )
 
 // HostWorkflowID names a host's workflow.

@@ -42,15 +42,26 @@ func Operate(ctx workflow.Context, in OperateInput) (OperateResult, error) {
 	}); err != nil {
 		return OperateResult{}, err
 	}
+	// Tasks of more than ChunkSize items split into chunks, status too: a
+	// status result holds every host's content, and one for thousands of
+	// hosts would pass the server's payload limit. A split task records
+	// its outcome from its chunks' results. Both are guarded, so a task
+	// begun by an older worker replays as it ran.
+	chunked := len(in.Items) > policies.ChunkSize &&
+		(in.Op != proc.OpStatus || workflow.GetVersion(ctx, VersionChunkedStatus, workflow.DefaultVersion, 1) >= 1)
 	switch {
+	case chunked:
+		op.runChunks(ctx)
 	case in.Op == proc.OpStatus:
 		op.runStatus(ctx)
-	case len(in.Items) > policies.ChunkSize:
-		op.runChunks(ctx)
 	default:
 		op.runItems(ctx)
 	}
-	if in.Indexed && in.Offset == 0 && len(op.chunks) == 0 {
+	record := len(op.chunks) == 0
+	if !record && in.Indexed && in.Offset == 0 {
+		record = workflow.GetVersion(ctx, VersionChunkedOutcome, workflow.DefaultVersion, 1) >= 1
+	}
+	if in.Indexed && in.Offset == 0 && record {
 		outcome, failed := outcomeOf(op.results)
 		_ = workflow.UpsertTypedSearchAttributes(ctx, SAOutcome.ValueSet(outcome), SAFailedHost.ValueSet(failed))
 	}
@@ -83,6 +94,13 @@ func (op *operation) runChunks(ctx workflow.Context) {
 			continue
 		}
 		op.done += res.Done
+		// Kept for the task's outcome; the parent's own result still
+		// lists only its chunks.
+		for i, r := range res.Results {
+			if start+i < len(op.results) {
+				op.results[start+i] = r.HostResult
+			}
+		}
 	}
 }
 
