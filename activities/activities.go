@@ -257,6 +257,11 @@ func (r *opRun) stop() HostOpOutput {
 		return failed(*f)
 	}
 	if !p.alive {
+		if r.retried() {
+			// An earlier attempt, lost with its worker, may have stopped
+			// it: the caller asked for it gone, and it is.
+			return HostOpOutput{Result: ok()}
+		}
 		return HostOpOutput{Result: proc.HostResult{Code: proc.CodeNotRunning,
 			Message: fmt.Sprintf("no need to stop the process(%s) that is not running", r.spec.ProcName)}}
 	}
@@ -391,6 +396,9 @@ func (r *opRun) kill() HostOpOutput {
 		return failed(*f)
 	}
 	if !p.alive {
+		if r.retried() {
+			return HostOpOutput{Result: ok()} // as for stop
+		}
 		return HostOpOutput{Result: proc.HostResult{Code: proc.CodeNotRunning,
 			Message: fmt.Sprintf("no need to kill the process(%s) that is not running", r.spec.ProcName)}}
 	}
