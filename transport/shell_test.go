@@ -228,9 +228,11 @@ func TestWrapperWatchdog(t *testing.T) {
 
 // groupMembers lists live processes in process group pgid, after giving
 // exiting ones a moment to go.
+// groupMembers waits, up to 10 s, for the group to empty: a killed process
+// leaves asynchronously, later still on a loaded machine.
 func groupMembers(pgid int) []int {
 	var out []int
-	for i := 0; i < 50; i++ {
+	for i := 0; i < 200; i++ {
 		if out = scanGroup(pgid); len(out) == 0 {
 			break
 		}

@@ -3,10 +3,14 @@ package workflows
 import (
 	"context"
 	"fmt"
+	"io"
+	"log/slog"
+	"sync/atomic"
 	"testing"
 
 	"github.com/stretchr/testify/mock"
 	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
 	"go.temporal.io/sdk/workflow"
@@ -20,6 +24,7 @@ import (
 // content, and the task records its outcome from the chunks' results.
 func TestLargeStatusSplitsIntoChunks(t *testing.T) {
 	var s testsuite.WorkflowTestSuite
+	s.SetLogger(log.NewStructuredLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
 	env := s.NewTestWorkflowEnvironment()
 	env.RegisterWorkflowWithOptions(Operate, workflow.RegisterOptions{Name: OperateWorkflowName})
 	n := policies.ChunkSize + 7
@@ -28,7 +33,7 @@ func TestLargeStatusSplitsIntoChunks(t *testing.T) {
 		items[i] = proc.Item{Target: proc.Target{IP: fmt.Sprintf("10.0.%d.%d", i/250, i%250)}, Process: proc.ProcessID{Namespace: "ns", Name: "p"}}
 	}
 	// The status batches answer every host 0, except the last host, 829.
-	probed := 0
+	var probed atomic.Int64 // batches run concurrently
 	env.RegisterActivityWithOptions(func(_ context.Context, in StatusInput) ([]HostReply, error) {
 		out := make([]HostReply, len(in.Items))
 		for i := range in.Items {
@@ -37,7 +42,7 @@ func TestLargeStatusSplitsIntoChunks(t *testing.T) {
 				out[i].Result = proc.HostResult{Code: proc.CodeNotRunning, Message: "process(p) is not running"}
 			}
 		}
-		probed += len(in.Items)
+		probed.Add(int64(len(in.Items)))
 		return out, nil
 	}, activity.RegisterOptions{Name: "Status"})
 	var outcome string
@@ -57,8 +62,8 @@ func TestLargeStatusSplitsIntoChunks(t *testing.T) {
 	if err := env.GetWorkflowResult(&res); err != nil {
 		t.Fatal(err)
 	}
-	if len(res.Chunks) != 2 || len(res.Results) != 0 || res.Done != n || probed != n {
-		t.Fatalf("chunks %v, %d results in the parent, done %d of %d, probed %d", res.Chunks, len(res.Results), res.Done, n, probed)
+	if len(res.Chunks) != 2 || len(res.Results) != 0 || res.Done != n || probed.Load() != int64(n) {
+		t.Fatalf("chunks %v, %d results in the parent, done %d of %d, probed %d", res.Chunks, len(res.Results), res.Done, n, probed.Load())
 	}
 	// Only the parent records the outcome: its chunks are not indexed.
 	if upserts != 1 || outcome != OutcomeFailed || failed != 1 {
