@@ -129,6 +129,17 @@ func (e *env) registerFleet(t *testing.T, ids []ident, edit func(*proc.Spec)) {
 // startOp starts op on every identity and returns its task id.
 func (e *env) startOp(t *testing.T, op proc.OpType, ids []ident) string {
 	t.Helper()
+	task, err := e.tryStartOp(op, ids)
+	if err != nil {
+		t.Fatal(err)
+	}
+	chaosCount(t, "ops", 1)
+	return task
+}
+
+// tryStartOp is startOp for a goroutine other than the test's, which must
+// not end the test: it reports the error and counts nothing.
+func (e *env) tryStartOp(op proc.OpType, ids []ident) (string, error) {
 	items := make([]proc.Item, len(ids))
 	for i, id := range ids {
 		items[i] = id.item()
@@ -137,10 +148,9 @@ func (e *env) startOp(t *testing.T, op proc.OpType, ids []ident) string {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	if err := workflows.StartOperate(ctx, e.client, e.cfg.TaskQueue, in); err != nil {
-		t.Fatal(err)
+		return "", fmt.Errorf("start %v: %w", op, err)
 	}
-	chaosCount(t, "ops", 1)
-	return in.TaskID
+	return in.TaskID, nil
 }
 
 // waitOp waits for a task and returns its results by identity ip.
@@ -522,8 +532,11 @@ func TestChaosRacingOperators(t *testing.T) {
 	e.registerFleet(t, ids, func(s *proc.Spec) { s.StartRetries, s.StartInterval = 2, time.Second })
 	checkStartedOnce(t, ids, e.waitOp(t, e.startOp(t, proc.OpStart, ids), time.Minute), 1)
 	for round := 0; round < chaosScale(3, 10); round++ {
+		// The operators run on goroutines of their own, which may not end
+		// the test: they hand back their task or error, reported here.
 		var wg sync.WaitGroup
 		tasks := map[proc.OpType]string{}
+		var errs []error
 		var mu sync.Mutex
 		for i, op := range []proc.OpType{proc.OpRestart, proc.OpStop} {
 			wg.Add(1)
@@ -534,13 +547,21 @@ func TestChaosRacingOperators(t *testing.T) {
 				if i == round%2 {
 					time.Sleep(20 * time.Millisecond)
 				}
-				task := e.startOp(t, op, ids)
+				task, err := e.tryStartOp(op, ids)
 				mu.Lock()
+				defer mu.Unlock()
+				if err != nil {
+					errs = append(errs, err)
+					return
+				}
 				tasks[op] = task
-				mu.Unlock()
 			}()
 		}
 		wg.Wait()
+		chaosCount(t, "ops", len(tasks))
+		if len(errs) > 0 {
+			t.Fatalf("round %d: %v", round, errs)
+		}
 		chaosCount(t, "faults", 1)
 		results := map[proc.OpType]proc.HostResult{}
 		for op, task := range tasks {
