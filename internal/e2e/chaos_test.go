@@ -261,9 +261,16 @@ func TestChaosServerRestarts(t *testing.T) {
 	e.cfg.TemporalAddress = own.Address
 	e.client = e.dial(t)
 	ids := e.fleet(t, n, "3")
+	// Each identity's health_cmd logs its polls: the progress marker that
+	// supervision has moved on once every process is back.
+	clocks := make([]pollClock, n)
+	for i, id := range ids {
+		clocks[i] = pollClock{h: id.host, log: "/data/" + id.dir + "/polls.log"}
+	}
 	e.registerFleet(t, ids, func(s *proc.Spec) {
 		s.StartCheck, s.OpTimeout = 2*time.Second, time.Minute
 		s.StartRetries, s.StartInterval = 2, time.Second
+		s.HealthCmd = "echo poll >> polls.log"
 	})
 
 	task := e.startOp(t, proc.OpStart, ids)
@@ -305,7 +312,9 @@ func TestChaosServerRestarts(t *testing.T) {
 			return countKind(e.hostEvents(t, proc.HostID{IP: id.ip}), workflows.EventRestartSuccess) > 0
 		})
 	}
-	time.Sleep(3 * time.Second) // several poll intervals: any doubled restart would show
+	// Every host workflow polls twice more, so a doubled restart, which
+	// would hold its host's supervision, has run by then.
+	awaitPolls(t, clocks)
 	checkStartedOnce(t, ids, nil, 2)
 	ips := make([]string, n)
 	for i, id := range ids {
@@ -556,6 +565,7 @@ func TestChaosRacingOperators(t *testing.T) {
 	id := ids[0]
 	e.registerFleet(t, ids, func(s *proc.Spec) { s.StartRetries, s.StartInterval = 2, time.Second })
 	checkStartedOnce(t, ids, e.waitOp(t, e.startOp(t, proc.OpStart, ids), time.Minute), 1)
+	clock := e.pollClock(t, id.ip, id.host, "clock")
 	for round := 0; round < chaosScale(3, 10); round++ {
 		// The operators run on goroutines of their own, which may not end
 		// the test: they hand back their task or error, reported here.
@@ -601,14 +611,11 @@ func TestChaosRacingOperators(t *testing.T) {
 				}
 			}
 		}
-		// Several poll intervals, so supervision has every chance to
-		// undo a stop if it would.
-		time.Sleep(3 * time.Second)
+		// Two more polls of the host, so supervision has acted on
+		// whatever it saw: it would undo a stop by now if it would.
+		clock.await(t)
 		alive := id.alive(t)
-		var entries []workflows.Entry
-		if _, err := workflows.QueryOpen(context.Background(), e.client, workflows.HostWorkflowID(proc.HostID{IP: id.ip}), workflows.RegistryQuery, &entries); err != nil || len(entries) != 1 {
-			t.Fatalf("registry: %v %+v", err, entries)
-		}
+		entries := []workflows.Entry{e.entry(t, id.ip, id.item().Process)}
 		t.Logf("round %d: restart %d, stop %d, last accepted %v; alive %v, managed %v", round,
 			results[proc.OpRestart].Code, results[proc.OpStop].Code, last, alive, entries[0].Managed)
 		switch {
