@@ -1,6 +1,7 @@
 package activities
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -132,16 +133,78 @@ func TestParseProbeRejectsNoise(t *testing.T) {
 }
 
 func FuzzParseProbe(f *testing.F) {
-	f.Add("H\t2\t100\t1000\t5\t6\tUTC+0000\t4096\nP\t0\t1\t42\tS 1 1 1 1 1 1 1 1 1 1 5 6 0 0 20 0 3 0 777 1000 25\nX\t0\t/bin/x\nC\t0\tx\ta\t\nQ\t0\t9\t9\nT\t1\t2\n", 2)
-	f.Fuzz(func(t *testing.T, out string, n int) {
+	f.Add("H\t2\t100\t1000\t5\t6\tUTC+0000\t4096\nP\t0\t1\t42\tS 1 1 1 1 1 1 1 1 1 1 5 6 0 0 20 0 3 0 777 1000 25\nX\t0\t/bin/x\nC\t0\tx\ta\t\nQ\t0\t9\t9\nT\t1\t2\n", 2,
+		42, uint64(5), uint64(6), 3, uint64(777), uint64(25), uint64(4096), "/bin/sh", "./svc")
+	// Two pid files sampled twice over one window.
+	f.Add("H\t2\t100\t1000\t5\t6\tUTC+0000\t4096\nP\t0\t1\t42\tS 1 1 1 1 1 1 1 1 1 1 5 6 0 0 20 0 3 0 777 1000 25\nP\t1\t1\t43\tR 1 1 1 1 1 1 1 1 1 1 7 8 0 0 20 0 1 0 778 1000 26\nQ\t0\t9\t9\nQ\t1\t9\t10\nT\t100\t300\n", 2,
+		1, uint64(0), uint64(0), 1, uint64(1), uint64(1), uint64(65536), "/usr/bin/python3", "-m")
+	f.Fuzz(func(t *testing.T, out string, n int, pid int, utime, stime uint64, threads int, start, rss, page uint64, argv0, argv1 string) {
 		if n < 0 || n > 64 {
 			return
 		}
 		_, samples, err := ParseProbe(out, n)
-		if err == nil && len(samples) != n {
+		if err != nil {
+			return
+		}
+		if len(samples) != n {
 			t.Fatalf("%d samples for n=%d", len(samples), n)
 		}
+		mentioned := probeIndices(out)
+		var hostDelta uint64
+		for i, s := range samples {
+			// A pid file the output says nothing of has the zero sample.
+			if !mentioned[i] && s != (proc.Sample{}) {
+				t.Fatalf("sample %d never mentioned, yet %+v", i, s)
+			}
+			if s.Exists && (s.State == "" || strings.ContainsAny(s.State, " \t")) {
+				t.Fatalf("sample %d exists in state %q", i, s.State)
+			}
+			// Cmdline is argv joined by spaces: it begins with argv0 and argv1.
+			if s.Argv1 != "" && !strings.HasPrefix(s.Cmdline, s.Argv0+" "+s.Argv1) || !strings.HasPrefix(s.Cmdline, s.Argv0) {
+				t.Fatalf("sample %d: cmdline %q with argv %q %q", i, s.Cmdline, s.Argv0, s.Argv1)
+			}
+			// Both deltas come from the same two samples: both or neither,
+			// and the host's is one window for every pid file.
+			if (s.CPUTicksDelta != 0) && s.HostTicksDelta == 0 {
+				t.Fatalf("sample %d: cpu delta %d over no host ticks", i, s.CPUTicksDelta)
+			}
+			if s.HostTicksDelta != 0 {
+				if hostDelta != 0 && s.HostTicksDelta != hostDelta {
+					t.Fatalf("host ticks %d and %d in one probe", hostDelta, s.HostTicksDelta)
+				}
+				hostDelta = s.HostTicksDelta
+			}
+		}
+
+		// What a host prints of a live process reads back as it was.
+		if page == 0 || rss > ^uint64(0)/page || strings.ContainsAny(argv0+argv1, "\t\r\n") || argv0 == "" || argv1 == "" {
+			return
+		}
+		stat := fmt.Sprintf("S 1 1 1 1 1 1 1 1 1 1 %d %d 0 0 20 0 %d 0 %d 1000 %d", utime, stime, threads, start, rss)
+		gen := fmt.Sprintf("H\t2\t100\t1000\t5\t6\tUTC+0000\t%d\nP\t0\t1\t%d\t%s\nC\t0\t%s\t%s\t\n", page, pid, stat, argv0, argv1)
+		_, samples, err = ParseProbe(gen, 1)
+		want := proc.Sample{PidFileFound: true, Pid: pid, Exists: true, State: "S", UTime: utime, STime: stime, Threads: threads,
+			StartTicks: start, RSSBytes: rss * page, Argv0: argv0, Argv1: argv1, Cmdline: argv0 + " " + argv1}
+		if err != nil || samples[0] != want {
+			t.Fatalf("probe %q read as %+v (%v), want %+v", gen, samples, err, want)
+		}
 	})
+}
+
+// probeIndices lists the pid-file indices the per-pid-file lines (P, X,
+// C, Q) of a probe's output name.
+func probeIndices(out string) map[int]bool {
+	m := map[int]bool{}
+	for _, line := range strings.Split(out, "\n") {
+		f := strings.Split(strings.TrimSuffix(line, "\r"), "\t")
+		if len(f) < 2 || !strings.Contains("PXCQ", f[0]) || len(f[0]) != 1 {
+			continue
+		}
+		if i, err := strconv.Atoi(strings.TrimSpace(f[1])); err == nil {
+			m[i] = true
+		}
+	}
+	return m
 }
 
 func must(t *testing.T, err error) {

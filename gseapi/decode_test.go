@@ -65,18 +65,18 @@ func TestSeedExampleSpecs(t *testing.T) {
 		return task.Items[0].Spec
 	}
 
-	v1 := spec(APIOperateProc, "001_c173949ae98e3f0d.txt")
+	v1 := spec(APIOperateProc, "operate_proc.json")
 	if v1.ShellExt != proc.ShellBat || v1.CPULimit != 50 || v1.MemLimit != 30 || v1.Account != "root" ||
 		v1.SetupPath != "/usr/local/xxx" || v1.PidPath != "/usr/local/xxx" || v1.AutoType != proc.AutoResident {
 		t.Errorf("seed 001 spec %+v", v1)
 	}
 
-	v2 := spec(APIOperateProcV2, "002_233a44dd528cd82f.txt")
+	v2 := spec(APIOperateProcV2, "operate_proc_v2.json")
 	if v2.Contact != "root" || v2.ShellExt != "" || v2.OpTimeout != 0 || v2.StartCheck != 0 {
 		t.Errorf("seed 002 spec %+v (zero durations must stay zero for the policy defaults)", v2)
 	}
 
-	m := spec(APIManageProc, "003_879e1882ae780e1b.txt")
+	m := spec(APIManageProc, "manage_proc.json")
 	wantM := proc.Spec{
 		ProcName: "nginx", SetupPath: "/data/home/nginx/bin/", PidPath: "/data/var/run/nginx/nginx.pid",
 		ConfigPath: "/data/etc/nginx.conf", LogPath: "/data/logs/nginx/", Contact: "root",
@@ -89,7 +89,7 @@ func TestSeedExampleSpecs(t *testing.T) {
 		t.Errorf("seed 003 spec\n got %+v\nwant %+v", *m, wantM)
 	}
 
-	r := spec(APIRegisterProcInfo, "004_97590a93539ef556.txt")
+	r := spec(APIRegisterProcInfo, "register_proc_info.json")
 	wantR := proc.Spec{
 		ProcName: "proc-test", SetupPath: "/data/gsetest/", PidPath: "/data/gsetest/proc-test.pid",
 		ConfigPath: "/data/gsetest/proc-test.conf", LogPath: "/data/gsetest/logs/", Account: "root",
@@ -102,7 +102,7 @@ func TestSeedExampleSpecs(t *testing.T) {
 	if !specEqual(*r, wantR) {
 		t.Errorf("seed 004 spec\n got %+v\nwant %+v", *r, wantR)
 	}
-	if pr, err := DecodeProcInfo(exampleOf(t, "004_97590a93539ef556.txt"), proc.OpSpecRegister); err != nil ||
+	if pr, err := DecodeProcInfo(exampleOf(t, "register_proc_info.json"), proc.OpSpecRegister); err != nil ||
 		pr.Reserved() != (Reserved{FD: 10000, Disk: 100}) {
 		t.Errorf("seed 004 reserved %+v %v", pr.Reserved(), err)
 	}

@@ -2,19 +2,21 @@ package gseapi
 
 import (
 	"errors"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/drover-sh/drover/proc"
 )
 
-// fuzzSeeds are the seed documents' examples (when present) and the bases
+// fuzzSeeds are the seed documents' examples and the bases
 // of the table tests.
 func fuzzSeeds(f *testing.F) [][]byte {
 	periodic := edit(f, edit(f, regBase, "spec.monitor_policy.auto_type", 0), "spec.monitor_policy.crotab_rule", "CRON_TZ=UTC */5 * * * *")
-	out := [][]byte{[]byte(opBase), []byte(manageBase), []byte(regBase), []byte(multiBase), []byte(periodic), []byte(metaForm)}
+	// manage_proc's unregister and an op_type it does not know, beside
+	// its register.
+	unmanage := edit(f, manageBase, "op_type", 2)
+	badManage := edit(f, manageBase, "op_type", 7)
+	out := [][]byte{[]byte(opBase), []byte(manageBase), []byte(unmanage), []byte(badManage), []byte(regBase), []byte(multiBase), []byte(periodic), []byte(metaForm)}
 	// The dialect's malformed bodies: both operate_proc forms at once, an
 	// agent id over 64 characters, an empty agent_id_list.
 	out = append(out,
@@ -22,9 +24,7 @@ func fuzzSeeds(f *testing.F) [][]byte {
 		[]byte(strings.Replace(metaForm, `"3:10.0.0.9"`, `"`+strings.Repeat("f", 65)+`"`, 1)),
 		[]byte(strings.Replace(metaForm, `"agent_id_list":["0200000000005254001e8a8b1690000000a1","3:10.0.0.9"]`, `"agent_id_list":[]`, 1)))
 	for _, sf := range seedFiles {
-		if _, err := os.Stat(filepath.Join(seedDir, sf.file)); err == nil {
-			out = append(out, exampleOf(f, sf.file))
-		}
+		out = append(out, exampleOf(f, sf.file))
 	}
 	return out
 }
@@ -62,12 +62,31 @@ func checkTask(t *testing.T, api string, body []byte) {
 	if api != APIManageProc && task.Manage {
 		t.Fatal("Manage outside manage_proc")
 	}
-	if task.Op.IsSpecOp() != (Synchronous(api) || api == APIManageProc && task.Op.IsSpecOp()) {
-		t.Fatalf("op %v for %s", task.Op, api)
+	// The op is the API's own for the registry APIs; manage_proc's
+	// op_type 1 registers and manages, 2 unregisters, and any other value
+	// is an op no host accepts; the other APIs never touch the registry.
+	switch {
+	case Synchronous(api):
+		want := map[string]proc.OpType{APIRegisterProcInfo: proc.OpSpecRegister,
+			APIUpdateProcInfo: proc.OpSpecUpdate, APIUnregisterProcInfo: proc.OpSpecUnregister}[api]
+		if task.Op != want {
+			t.Fatalf("op %v for %s, want %v", task.Op, api, want)
+		}
+	case api == APIManageProc:
+		if task.Manage != (task.Op == proc.OpSpecRegister) ||
+			task.Op != proc.OpSpecRegister && task.Op != proc.OpSpecUnregister && (task.Op.Valid() || task.Op.IsSpecOp()) {
+			t.Fatalf("op %v (manage %v) for %s", task.Op, task.Manage, api)
+		}
+	case task.Op.IsSpecOp():
+		t.Fatalf("registry op %v for %s", task.Op, api)
 	}
 	seen := map[string]bool{}
 	for _, it := range task.Items {
 		checkItem(t, api, it)
+		// Registering or updating carries a spec; unregistering does not.
+		if Synchronous(api) && (it.Spec == nil) != (task.Op == proc.OpSpecUnregister) {
+			t.Fatalf("%s item %s with spec %+v", api, it.Key(), it.Spec)
+		}
 		if seen[it.Key()] {
 			t.Fatalf("duplicate key %s", it.Key())
 		}

@@ -10,51 +10,33 @@ import (
 	"testing"
 )
 
-// seedDir holds the API documents the project re-implements.
-const seedDir = "../../shared/seeds"
+// seedDir holds, verbatim, the request examples of the API documents the
+// project re-implements, as the repository keeps them for its end-to-end
+// tests: one copy, so the two suites cannot drift apart.
+const seedDir = "../internal/e2e/testdata/seeds"
 
-// seedFiles maps each seed document to the APIs whose request it documents.
+// seedFiles maps each seed example to the APIs whose request it documents.
 var seedFiles = []struct {
 	file string
 	apis []string
 }{
-	{"000_519dbf3e639a57c7.txt", []string{APIOperateProcess}},
-	{"001_c173949ae98e3f0d.txt", []string{APIOperateProc, APIOperateProcV2}},
-	{"002_233a44dd528cd82f.txt", []string{APIOperateProcV2, APIOperateProc}},
-	{"003_879e1882ae780e1b.txt", []string{APIManageProc}},
-	{"004_97590a93539ef556.txt", []string{APIRegisterProcInfo, APIUpdateProcInfo, APIUnregisterProcInfo}},
+	{"operate_process.json", []string{APIOperateProcess}},
+	{"operate_proc.json", []string{APIOperateProc, APIOperateProcV2}},
+	{"operate_proc_v2.json", []string{APIOperateProcV2, APIOperateProc}},
+	{"manage_proc.json", []string{APIManageProc}},
+	{"register_proc_info.json", []string{APIRegisterProcInfo, APIUpdateProcInfo, APIUnregisterProcInfo}},
 }
 
-// exampleOf extracts, verbatim, the request example of a seed document:
-// the first fenced block after the request-example heading.
+// exampleOf reads a seed document's request example. A missing fixture
+// fails the test: a skip would let the seed tests pass having checked
+// nothing.
 func exampleOf(t testing.TB, file string) []byte {
 	t.Helper()
-	raw, err := os.ReadFile(filepath.Join(seedDir, file))
+	b, err := os.ReadFile(filepath.Join(seedDir, file))
 	if err != nil {
-		t.Skipf("seed documents not beside the repository: %v", err)
+		t.Fatalf("seed example: %v", err)
 	}
-	doc := string(raw)
-	h := -1
-	for _, heading := range []string{"请求参数示例", "Request Parameters Example"} {
-		if i := strings.Index(doc, heading); i >= 0 {
-			h = i
-			break
-		}
-	}
-	if h < 0 {
-		t.Fatalf("%s: no request example heading", file)
-	}
-	open := strings.Index(doc[h:], "```")
-	if open < 0 {
-		t.Fatalf("%s: no fenced example", file)
-	}
-	body := doc[h+open+3:]
-	body = body[strings.IndexByte(body, '\n')+1:] // the fence's language tag
-	end := strings.Index(body, "```")
-	if end < 0 {
-		t.Fatalf("%s: unterminated example", file)
-	}
-	return []byte(body[:end])
+	return b
 }
 
 // absent, as a value for edit, deletes the field.

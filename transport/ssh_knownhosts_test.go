@@ -169,8 +169,10 @@ func TestTrustOnFirstUseParsesOnce(t *testing.T) {
 	// Two first contacts with one host race: one key wins.
 	racer := "10.0.1.1:2222"
 	raceErrs := make(chan error, 2)
-	for range 2 {
-		go func() { raceErrs <- h.trust(racer, &net.TCPAddr{}, newHostKey(t)) }()
+	// The keys are made here: newHostKey may end the test, which only the
+	// test's own goroutine may do.
+	for _, k := range []ssh.PublicKey{newHostKey(t), newHostKey(t)} {
+		go func() { raceErrs <- h.trust(racer, &net.TCPAddr{}, k) }()
 	}
 	wg.Wait()
 	if a, b := <-raceErrs, <-raceErrs; (a == nil) == (b == nil) {

@@ -44,7 +44,13 @@ func TestSupervisionCost(t *testing.T) {
 			t.Fatalf("start %s: %+v", r.Key, r.HostResult)
 		}
 	}
-	time.Sleep(3 * interval) // every host's watch is running
+	// Every host's watch is running once the worker has sent two polls'
+	// worth of execs (one per host per poll) since the start: waiting for
+	// time instead would measure a half-started fleet on a slow machine.
+	started := e.worker.SSH.Stats().Execs
+	waitFor(t, 2*time.Minute, "every host's watch polling", func() bool {
+		return e.worker.SSH.Stats().Execs >= started+2*int64(hosts)
+	})
 
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()

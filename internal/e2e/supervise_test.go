@@ -45,6 +45,83 @@ func waitFor(t *testing.T, limit time.Duration, what string, cond func() bool) t
 	return time.Since(began)
 }
 
+// pollClock is a progress marker for a host workflow's supervision: a
+// second copy of the app, supervised on the same host workflow, whose
+// health_cmd logs every poll. A test asserting that supervision did
+// nothing waits for polls to have happened rather than for time to pass;
+// a host none of whose other processes is managed would otherwise not be
+// polled at all, and a sleep proves nothing on a slow machine.
+type pollClock struct {
+	h   *testbed.Host
+	log string
+}
+
+// pollClock starts the clock on the host workflow of ip, whose sshd host
+// is h, under /data/<dir>. Its program is named tick, so it is never
+// taken for an instance of the app under test.
+func (e *env) pollClock(t *testing.T, ip string, h *testbed.Host, dir string) pollClock {
+	t.Helper()
+	installNamedApp(t, h, dir, "tick")
+	c := pollClock{h: h, log: "/data/" + dir + "/polls.log"}
+	spec := appSpec(dir)
+	spec.ProcName, spec.PidPath = "tick", "/data/"+dir+"/tick.pid"
+	spec.HealthCmd = "echo poll >> " + c.log
+	it := proc.Item{Target: proc.Target{IP: ip}, Process: proc.ProcessID{Namespace: "clock", Name: dir}, Spec: &spec}
+	wantCode(t, "start the poll clock", e.op(proc.OpStart, it), proc.CodeSuccess)
+	return c
+}
+
+func (c pollClock) polls(t *testing.T) int {
+	t.Helper()
+	out, _ := c.h.Exec("grep -c poll " + c.log + " 2>/dev/null || true")
+	n, _ := strconv.Atoi(strings.TrimSpace(out))
+	return n
+}
+
+// awaitPolls waits until every clock has seen two more polls (see await).
+func awaitPolls(t *testing.T, clocks []pollClock) {
+	t.Helper()
+	from := make([]int, len(clocks))
+	for i, c := range clocks {
+		from[i] = c.polls(t)
+	}
+	waitFor(t, 30*time.Second, "two more supervision polls of every host", func() bool {
+		for i, c := range clocks {
+			if c.polls(t) < from[i]+2 {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+// await waits until the host has been polled twice more: at least one
+// whole poll began after the call, and whatever supervision decided on
+// the first poll was carried out before the second, both riding the same
+// host workflow.
+func (c pollClock) await(t *testing.T) {
+	t.Helper()
+	awaitPolls(t, []pollClock{c})
+}
+
+// entry is the host workflow's registry entry for p on the host of ip.
+func (e *env) entry(t *testing.T, ip string, p proc.ProcessID) workflows.Entry {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	var entries []workflows.Entry
+	if _, err := workflows.QueryOpen(ctx, e.client, workflows.HostWorkflowID(proc.HostID{IP: ip}), workflows.RegistryQuery, &entries); err != nil {
+		t.Fatalf("registry of %s: %v", ip, err)
+	}
+	for _, en := range entries {
+		if en.Process == p {
+			return en
+		}
+	}
+	t.Fatalf("%s not registered on %s: %+v", p, ip, entries)
+	return workflows.Entry{}
+}
+
 // events returns the host workflow's supervision events.
 func (e *env) events(t *testing.T, h *testbed.Host) []workflows.Event {
 	t.Helper()
@@ -181,6 +258,7 @@ func TestSuperviseGivesUpAfterRetries(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.startWorker()
+	clock := e.pollClock(t, h.IP, h, "clock")
 	_, pid := e.supervised(t, h, func(s *proc.Spec) { s.StartRetries = 3 })
 	if _, err := h.Exec(fmt.Sprintf("touch /data/app/broken; kill -9 %d", pid)); err != nil {
 		t.Fatal(err)
@@ -200,8 +278,12 @@ func TestSuperviseGivesUpAfterRetries(t *testing.T) {
 	if out, _ := h.Exec("grep -c attempt /data/app/attempts.log"); strings.TrimSpace(out) != "4" {
 		t.Fatalf("start_cmd ran %s times, want 1 + 3 retries", strings.TrimSpace(out))
 	}
-	// Given up: no more attempts.
-	time.Sleep(3 * time.Second)
+	// Given up: no retry waits out a backoff, and no attempt comes while
+	// supervision goes on polling.
+	if en := e.entry(t, h.IP, proc.ProcessID{Namespace: "sup", Name: "svc"}); en.Managed || !en.Cancelled || !en.RetryAt.IsZero() {
+		t.Fatalf("after giving up: managed %v, cancelled %v, retry at %v", en.Managed, en.Cancelled, en.RetryAt)
+	}
+	clock.await(t)
 	if out, _ := h.Exec("grep -c attempt /data/app/attempts.log"); strings.TrimSpace(out) != "4" {
 		t.Fatalf("supervision kept trying after giving up: %s starts", strings.TrimSpace(out))
 	}
@@ -264,6 +346,7 @@ func TestSupervisionNeverUndoesAStop(t *testing.T) {
 	h := e.bed.Hosts[0]
 	installApp(t, h, "app")
 	e.startWorker()
+	clock := e.pollClock(t, h.IP, h, "clock")
 	it, pid := e.supervised(t, h, nil)
 	// A death and an operator's stop at the same moment: the stop wins.
 	if _, err := h.Exec(fmt.Sprintf("kill -9 %d", pid)); err != nil {
@@ -273,12 +356,16 @@ func TestSupervisionNeverUndoesAStop(t *testing.T) {
 	if r.Code != proc.CodeSuccess && r.Code != proc.CodeNotRunning {
 		t.Fatalf("stop: %+v", r)
 	}
-	time.Sleep(4 * time.Second) // several poll intervals
+	if en := e.entry(t, h.IP, it.Process); en.Managed || !en.RetryAt.IsZero() {
+		t.Fatalf("after a stop: managed %v, retry at %v", en.Managed, en.RetryAt)
+	}
+	clock.await(t)
 	if p := hostPid(t, h, "/data/app/svc.pid"); hostAlive(h, p) {
 		t.Fatalf("supervision brought back a stopped process (pid %d)", p)
 	}
 	chaosCount(t, "faults", 1)
-	chaosCount(t, "ops", 2)
+	// The start and the stop, and whatever supervision ran between them.
+	chaosCount(t, "ops", 2+e.supervisionAttempts(t, h.IP))
 	// Operators racing each other: TestChaosRacingOperators.
 }
 
@@ -328,8 +415,9 @@ func TestPeriodicAndOneShot(t *testing.T) {
 	oneShot := proc.Spec{ProcName: "once", SetupPath: "/data/job", PidPath: "/data/job/once.pid",
 		StartCmd: "echo ran >> /data/job/once.log", AutoType: proc.AutoOneShot, StartCheck: 200 * time.Millisecond}
 	one := proc.Item{Target: proc.Target{IP: h.IP}, Process: proc.ProcessID{Namespace: "job", Name: "once"}, Spec: &oneShot}
+	clock := e.pollClock(t, h.IP, h, "clock")
 	wantCode(t, "one-shot start", e.op(proc.OpStart, one), proc.CodeSuccess)
-	time.Sleep(3 * time.Second)
+	clock.await(t)
 	if out, _ := h.Exec("grep -c ran /data/job/once.log"); strings.TrimSpace(out) != "1" {
 		t.Fatalf("a one-shot ran %s times", strings.TrimSpace(out))
 	}
@@ -366,8 +454,12 @@ func TestSupervisionSurvivesWorkerAndServerRestarts(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor(t, 60*time.Second, "restart after a server restart", liveNewPid(t, h, pid))
-	chaosCount(t, "faults", 4) // a worker stop, a server restart, two kill -9
-	chaosCount(t, "ops", 3)    // the start and supervision's two restarts
+	// A restart's event follows its start check; the count waits for both.
+	waitFor(t, 10*time.Second, "both restarts recorded", func() bool {
+		return countKind(e.events(t, h), workflows.EventRestartSuccess) >= 2
+	})
+	chaosCount(t, "faults", 4)                             // a worker stop, a server restart, two kill -9
+	chaosCount(t, "ops", 1+e.supervisionAttempts(t, h.IP)) // the start and supervision's restarts
 	if os.Getenv("DROVER_KEEP") == "" {
 		e.worker.Stop()
 	}

@@ -326,6 +326,25 @@ func TestWinRMSuperviseRestartsAKilledProcess(t *testing.T) {
 	const dir = `C:\apps\app`
 	installWinApp(w, dir, "ps1")
 	e.startWorker()
+	// A poll clock: a second supervised process whose health_cmd spawns a
+	// beat process at every poll of the host, so the test can wait for
+	// polls to happen instead of for time to pass.
+	const clockDir = `C:\apps\clock`
+	installWinApp(w, clockDir, "ps1")
+	w.WriteFile(clockDir+`\beat.exe`, "MZ")
+	clockSpec := winSpec(clockDir, proc.ShellPS1)
+	clockSpec.HealthCmd = "spawn beat.exe beat.pid"
+	clock := proc.Item{Target: proc.Target{IP: w.IP}, Process: proc.ProcessID{Namespace: "clock", Name: "svc"}, Spec: &clockSpec}
+	wantCode(t, "start the poll clock", e.op(proc.OpStart, clock), proc.CodeSuccess)
+	beats := func() int {
+		n := 0
+		for _, p := range w.Processes() {
+			if p.Exe == clockDir+`\beat.exe` {
+				n++
+			}
+		}
+		return n
+	}
 	spec := winSpec(dir, proc.ShellPS1)
 	spec.StartRetries, spec.StartInterval = 2, time.Second
 	it := proc.Item{Target: proc.Target{IP: w.IP}, Process: proc.ProcessID{Namespace: "sup", Name: "svc"}, Spec: &spec}
@@ -345,10 +364,20 @@ func TestWinRMSuperviseRestartsAKilledProcess(t *testing.T) {
 	// Operators win: a stop ends supervision, nothing comes back.
 	it.Spec = nil
 	wantCode(t, "stop", e.op(proc.OpStop, it), proc.CodeSuccess)
-	time.Sleep(3 * time.Second)
-	if len(w.Processes()) != 0 || w.OpenShells() != 0 {
-		t.Fatalf("after stop: %+v, %d shells open", w.Processes(), w.OpenShells())
+	// Two more polls: whatever supervision decided on the first was
+	// carried out before the second, both riding the host's workflow.
+	from := beats()
+	waitFor(t, 30*time.Second, "two more supervision polls", func() bool { return beats() >= from+2 })
+	for _, p := range w.Processes() {
+		if p.Exe == dir+`\svc.exe` {
+			t.Fatalf("after stop: %+v came back", p)
+		}
 	}
+	// With the clock stopped too, nothing is left managed; a poll still
+	// in flight is cancelled with its shell deleted.
+	clock.Spec = nil
+	wantCode(t, "stop the poll clock", e.op(proc.OpStop, clock), proc.CodeSuccess)
+	waitFor(t, 10*time.Second, "no open shells after the stops", func() bool { return w.OpenShells() == 0 })
 }
 
 // winEvents is the supervision events of a double's host workflow.
