@@ -266,7 +266,10 @@ func parseExtras(out string) proc.StatusExtras {
 		}
 		switch f[0] {
 		case "V":
-			ex.Version = strings.TrimSpace(f[1])
+			// One line for the operator: a carriage return inside the
+			// version_cmd's line (Windows line ends) ends it too.
+			v, _, _ := strings.Cut(f[1], "\r")
+			ex.Version = strings.TrimSpace(v)
 		case "Z":
 			ex.Healthy = strings.TrimSpace(f[1]) == "0"
 		}
