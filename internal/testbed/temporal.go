@@ -67,8 +67,24 @@ func StartTemporal(opts TemporalOptions) (*Temporal, error) {
 	return t, t.Start()
 }
 
+// errExited is a server that exited before it was ready.
+var errExited = errors.New("temporal dev server exited during start-up")
+
 // Start (re)starts the server process with the same options and db file.
+// A server that exits during start-up is started again, up to twice: its
+// internal ports are picked afresh at each start, and on a busy machine
+// another test's process can take one first.
 func (t *Temporal) Start() error {
+	var err error
+	for attempt := 0; attempt < 3; attempt++ {
+		if err = t.start(); !errors.Is(err, errExited) {
+			return err
+		}
+	}
+	return err
+}
+
+func (t *Temporal) start() error {
 	host, port, err := net.SplitHostPort(t.opts.Address)
 	if err != nil {
 		return err
@@ -125,7 +141,7 @@ func (t *Temporal) waitReady(limit time.Duration) error {
 		}
 		select {
 		case <-t.done:
-			return errors.New("temporal dev server exited during start-up")
+			return errExited
 		default:
 		}
 		if time.Now().After(deadline) {
