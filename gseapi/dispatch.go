@@ -172,10 +172,7 @@ func Accepted(t *Task, taskID string) Response {
 // answered before the request's deadline) is reported 115, which seed 004
 // documents as "in progress, retry".
 func SyncResponse(t *Task, results []proc.KeyedResult) Response {
-	got := make(map[string]proc.HostResult, len(results))
-	for _, r := range results {
-		got[r.Key] = r.HostResult
-	}
+	got := proc.ByKey(results)
 	all := make([]proc.KeyedResult, len(t.Items))
 	for i, it := range t.Items {
 		all[i] = proc.KeyedResult{Key: it.Key(), HostResult: proc.Pending()}

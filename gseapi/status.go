@@ -116,10 +116,7 @@ func statusOf(ctx context.Context, e Engine, items []proc.Item, labels map[strin
 	if err != nil {
 		return nil, err
 	}
-	got := make(map[string]proc.HostResult, len(res))
-	for _, r := range res {
-		got[r.Key] = r.HostResult
-	}
+	got := proc.ByKey(res)
 	out := make([]ProcStatus, len(items))
 	for i, it := range items {
 		r, ok := got[it.Key()]

@@ -26,6 +26,15 @@ type KeyedResult struct {
 	HostResult
 }
 
+// ByKey indexes results by their v1 key.
+func ByKey(list []KeyedResult) map[string]HostResult {
+	m := make(map[string]HostResult, len(list))
+	for _, r := range list {
+		m[r.Key] = r.HostResult
+	}
+	return m
+}
+
 // Fail builds a result for a failure with a specific message.
 func Fail(code Code, format string, args ...any) HostResult {
 	return HostResult{Code: code, Message: fmt.Sprintf(format, args...)}

@@ -189,7 +189,7 @@ func probeRows(ctx context.Context, eng *workflows.Engine, rows []psRow, progres
 	} else {
 		var list []proc.KeyedResult
 		list, err = eng.Results(ctx, id, true)
-		res = byKey(list)
+		res = proc.ByKey(list)
 	}
 	if err != nil {
 		return err

@@ -167,7 +167,7 @@ func waitWithProgress(ctx context.Context, eng *workflows.Engine, id string, tot
 		if err != nil {
 			return nil, err
 		}
-		res := byKey(list)
+		res := proc.ByKey(list)
 		done, failed := 0, 0
 		for _, r := range res {
 			if r.Code == proc.CodeRunning {
@@ -190,15 +190,6 @@ func waitWithProgress(ctx context.Context, eng *workflows.Engine, id string, tot
 		case <-tick.C:
 		}
 	}
-}
-
-// byKey indexes results by their v1 key.
-func byKey(list []proc.KeyedResult) map[string]proc.HostResult {
-	m := make(map[string]proc.HostResult, len(list))
-	for _, r := range list {
-		m[r.Key] = r.HostResult
-	}
-	return m
 }
 
 func bar(done, total, width int) string {
