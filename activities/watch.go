@@ -82,7 +82,7 @@ func (a *Activities) Watch(ctx context.Context, in WatchInput) (WatchOutput, err
 	// is noticed within the heartbeat timeout, not after a poll's timeout.
 	defer keepAlive(ctx)()
 	w := newWatcher(in, platformFor(host))
-	script := w.plat.watchScript(in.Entries)
+	script := w.plat.watchScript(in.Entries, policies.HealthCheckTimeout)
 	ended := time.Now().Add(renew)
 	tick := time.NewTicker(interval)
 	defer tick.Stop()
@@ -141,14 +141,14 @@ func (w *watcher) observe(out string) []WatchEvent {
 	if err != nil {
 		return nil
 	}
-	health := map[int]bool{}
+	health := map[int]string{}
 	md := map[[2]int]string{}
 	sc := bufio.NewScanner(strings.NewReader(out))
 	for sc.Scan() {
 		f := strings.Split(sc.Text(), "\t")
 		switch {
 		case f[0] == "Z" && len(f) == 3:
-			health[atoi(f[1])] = strings.TrimSpace(f[2]) == "0"
+			health[atoi(f[1])] = strings.TrimSpace(f[2])
 		case f[0] == "M" && len(f) == 4:
 			md[[2]int{atoi(f[1]), atoi(f[2])}] = strings.TrimSpace(f[3])
 		}
@@ -164,9 +164,8 @@ func (w *watcher) observe(out string) []WatchEvent {
 			continue
 		}
 		if resident {
-			if ok, checked := health[i]; checked && !ok {
-				events = append(events, WatchEvent{Index: i, Kind: WatchUnhealthy,
-					Detail: fmt.Sprintf("health_cmd of %s failed", e.Spec.ProcName)})
+			if why := unhealthy(health[i], e.Spec.ProcName); why != "" {
+				events = append(events, WatchEvent{Index: i, Kind: WatchUnhealthy, Detail: why})
 				continue
 			}
 			if ev, ok := w.limit(i, e, s, host); ok {
@@ -180,6 +179,19 @@ func (w *watcher) observe(out string) []WatchEvent {
 	}
 	w.prevHost = host.Ticks
 	return events
+}
+
+// unhealthy says why a health check's status means the process is not
+// healthy, or "" when it is, was not checked, or could not be run as its
+// account (sudo refused: the check says nothing of the process).
+func unhealthy(status, procName string) string {
+	switch status {
+	case "", "0", "sudo":
+		return ""
+	case "124", "137":
+		return fmt.Sprintf("health_cmd of %s timed out after %s", procName, policies.HealthCheckTimeout)
+	}
+	return fmt.Sprintf("health_cmd of %s failed (exit %s)", procName, status)
 }
 
 // limit checks cpu and mem against the spec over consecutive polls. CPU%

@@ -137,6 +137,11 @@ const (
 // ends here and the watch polls again.
 const WatchPollTimeout = 30 * time.Second
 
+// HealthCheckTimeout bounds one health_cmd in a supervision poll. Checks
+// run side by side, so a poll takes as long as its slowest check, well
+// inside WatchPollTimeout, however many processes a host has.
+const HealthCheckTimeout = 10 * time.Second
+
 // WatchFailureBackoff pauses supervision of a host whose watch failed
 // outright (not merely unreachable), instead of retrying in a tight loop.
 const WatchFailureBackoff = time.Minute
