@@ -7,63 +7,6 @@ import (
 	"github.com/drover-sh/drover/proc"
 )
 
-func TestRestartPolicy(t *testing.T) {
-	p := RestartPolicy{Retries: 4, Interval: 10 * time.Second, MaxDelay: 25 * time.Second}
-	cases := []struct {
-		attempts int
-		action   RestartAction
-		delay    time.Duration
-	}{
-		{0, RestartNow, 0},                // first death: at once
-		{1, RestartNow, 10 * time.Second}, // after one failed start: the interval
-		{2, RestartNow, 20 * time.Second}, // doubled
-		{3, RestartNow, 25 * time.Second}, // capped
-		{4, RestartGiveUp, 0},             // retries spent
-		{9, RestartGiveUp, 0},
-	}
-	for _, c := range cases {
-		got := p.Next(RestartState{Attempts: c.attempts}, "k")
-		if got.Action != c.action || got.Delay != c.delay {
-			t.Errorf("attempts %d: %+v, want action %d delay %s", c.attempts, got, c.action, c.delay)
-		}
-	}
-}
-
-func TestRestartPolicyNoRetries(t *testing.T) {
-	if got := (RestartPolicy{Retries: 0}).Next(RestartState{}, "k"); got.Action != RestartGiveUp {
-		t.Fatalf("zero retries must give up at once, got %+v", got)
-	}
-}
-
-func TestRestartJitterIsBoundedAndDeterministic(t *testing.T) {
-	p := NewRestartPolicy(10, 10*time.Second)
-	seen := map[time.Duration]bool{}
-	for _, key := range []string{"a", "b", "c", "d", "e", "f"} {
-		d1 := p.Next(RestartState{Attempts: 1}, key).Delay
-		d2 := p.Next(RestartState{Attempts: 1}, key).Delay
-		if d1 != d2 {
-			t.Fatalf("jitter for %q differs between calls: %s %s", key, d1, d2)
-		}
-		if d1 < 10*time.Second || d1 > 12500*time.Millisecond {
-			t.Fatalf("delay %s outside [10s, 12.5s]", d1)
-		}
-		seen[d1] = true
-	}
-	if len(seen) < 3 {
-		t.Fatalf("jitter should spread processes: %v", seen)
-	}
-	if d := p.Next(RestartState{Attempts: 9}, "a").Delay; d > MaxRestartDelay+MaxRestartDelay/4 {
-		t.Fatalf("delay %s over the cap plus jitter", d)
-	}
-}
-
-func TestRestartState(t *testing.T) {
-	st := RestartState{}.Started().Started()
-	if st.Attempts != 2 || st.StayedUp().Attempts != 0 {
-		t.Fatalf("state %+v", st)
-	}
-}
-
 func TestLimitPolicy(t *testing.T) {
 	p := LimitPolicy{CPU: 50, Mem: 10, Polls: 3}
 	type step struct {

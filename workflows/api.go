@@ -56,6 +56,13 @@ const (
 	// VersionChunkedOutcome: a task split into chunks records its outcome
 	// and failed count in its search attributes (it never did).
 	VersionChunkedOutcome = "chunked-outcome"
+	// VersionCrashBackoff: a process that keeps dying soon after starts
+	// that passed their check is started again after a growing delay (it
+	// was started again at once, every poll).
+	VersionCrashBackoff = "crash-backoff"
+	// VersionUnhealthyStopStart: an unhealthy process is stopped, then
+	// started (it was restarted with op_type 7, and retried with a start).
+	VersionUnhealthyStopStart = "unhealthy-stop-start"
 )
 
 // HostWorkflowID names a host's workflow.
@@ -132,11 +139,14 @@ type Entry struct {
 	Seen *Sighting `json:"seen,omitempty"`
 
 	// Supervision state.
-	Restart   policies.RestartState `json:"restart"`
-	RetryAt   time.Time             `json:"retry_at,omitempty"`  // a restart waiting out its backoff
-	Cancelled bool                  `json:"cancelled,omitempty"` // gave up after start_retries
-	LastRun   time.Time             `json:"last_run,omitempty"`  // periodic: the last scheduled run
-	NextRun   time.Time             `json:"next_run,omitempty"`  // periodic: the next one
+	Restart policies.RestartState `json:"restart"`
+	RetryAt time.Time             `json:"retry_at,omitempty"` // a restart waiting out its backoff
+	// RetryStop: the restart must stop the process first (it is alive,
+	// but unhealthy).
+	RetryStop bool      `json:"retry_stop,omitempty"`
+	Cancelled bool      `json:"cancelled,omitempty"` // gave up after start_retries
+	LastRun   time.Time `json:"last_run,omitempty"`  // periodic: the last scheduled run
+	NextRun   time.Time `json:"next_run,omitempty"`  // periodic: the next one
 }
 
 // Event is something supervision did or saw, as the GSE agent reports it.
@@ -163,6 +173,12 @@ const (
 	EventPeriodicSkip   = "process_periodic_skip"
 	EventPeriodicFailed = "process_periodic_failed"
 	EventWatchFailed    = "host_watch_failed"
+	// EventFoundRunning: supervision was about to start a process it had
+	// seen dead, and found it running again (started by something else).
+	EventFoundRunning = "process_found_running"
+	// EventRestartDelayed: a crash-looping process waits before its next
+	// start.
+	EventRestartDelayed = "process_restart_delayed"
 )
 
 // SupervisionEventsMetric counts supervision events on the worker's metrics,

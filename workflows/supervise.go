@@ -103,7 +103,14 @@ func (h *host) decide(ctx workflow.Context, watched []int, events []activities.W
 			e.Seen = &Sighting{At: workflow.Now(ctx)}
 			h.restart(ctx, e, proc.OpStart, ev.Detail)
 		case activities.WatchUnhealthy:
-			h.restart(ctx, e, proc.OpRestart, ev.Detail)
+			if workflow.GetVersion(ctx, VersionUnhealthyStopStart, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
+				h.restart(ctx, e, proc.OpRestart, ev.Detail)
+				continue
+			}
+			// Alive but unhealthy: a start would answer 828. It is
+			// stopped, then started, each step recorded as it went.
+			e.RetryStop = true
+			h.restart(ctx, e, proc.OpStart, ev.Detail)
 		case activities.WatchLimit:
 			h.event(ctx, e.Process, EventLimitExceed, ev.Detail, e.Pid)
 			stop := h.runOp(ctx, HostRequest{Op: proc.OpStop, Target: h.target(), Process: e.Process}, *e)
@@ -130,32 +137,57 @@ func (h *host) decide(ctx workflow.Context, watched []int, events []activities.W
 // restart applies the restart policy to a dead (or unhealthy) process.
 func (h *host) restart(ctx workflow.Context, e *Entry, op proc.OpType, why string) {
 	spec := policies.WithDefaults(e.Spec)
-	d := policies.NewRestartPolicy(spec.StartRetries, spec.StartInterval).Next(e.Restart, e.Process.Namespace+"/"+e.Process.Name)
+	d := policies.NewRestartPolicy(spec.StartRetries, spec.StartInterval).Next(e.Restart, workflow.Now(ctx), e.Process.Namespace+"/"+e.Process.Name)
+	if d.CrashLoop && workflow.GetVersion(ctx, VersionCrashBackoff, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
+		d.Delay = 0
+	}
+	e.Restart = d.State
 	switch {
 	case d.Action == policies.RestartGiveUp:
-		e.Managed, e.Cancelled, e.RetryAt = false, true, time.Time{}
+		e.Managed, e.Cancelled, e.RetryAt, e.RetryStop = false, true, time.Time{}, false
 		h.event(ctx, e.Process, EventCancelRestart,
 			fmt.Sprintf("gave up after %d restarts (%s); manage it again with op_type 3 or a start", e.Restart.Attempts, why), e.Pid)
 	case d.Delay > 0:
 		e.RetryAt = workflow.Now(ctx).Add(d.Delay)
+		if d.CrashLoop {
+			h.event(ctx, e.Process, EventRestartDelayed, fmt.Sprintf("%s; it died %d times in a row within %s of a start: next start in %s",
+				why, e.Restart.Crashes, policies.StableRun, d.Delay.Round(time.Second)), e.Pid)
+		}
 	default:
 		h.attempt(ctx, e, op, why)
 	}
 }
 
-// attempt starts a supervised process once and records the outcome.
+// attempt starts a supervised process once (stopping it first when it is
+// alive but unhealthy) and records the outcome as it was.
 func (h *host) attempt(ctx workflow.Context, e *Entry, op proc.OpType, why string) {
 	e.RetryAt = time.Time{}
 	e.Restart = e.Restart.Started()
+	if e.RetryStop {
+		stop := h.runOp(ctx, HostRequest{Op: proc.OpStop, Target: h.target(), Process: e.Process}, *e)
+		e.saw(stop, workflow.Now(ctx))
+		if stop.Result.Code != proc.CodeSuccess && stop.Result.Code != proc.CodeNotRunning {
+			h.event(ctx, e.Process, EventRestartFailed, "stop before the restart: "+stop.Result.Message, e.Pid)
+			h.restart(ctx, e, op, why)
+			return
+		}
+		e.RetryStop = false
+	}
 	out := h.runOp(ctx, HostRequest{Op: op, Target: h.target(), Process: e.Process}, *e)
 	e.saw(out, workflow.Now(ctx))
-	if out.Result.Code == proc.CodeSuccess || out.Result.Code == proc.CodeAlreadyRunning {
-		// It passed its start check: it stayed up past the window.
-		e.Restart = e.Restart.StayedUp()
-		e.LastStartTime = workflow.Now(ctx).Unix()
+	switch out.Result.Code {
+	case proc.CodeSuccess, proc.CodeAlreadyRunning:
+		// It passed its start check, or is running already: it stayed up.
+		e.Restart = e.Restart.StayedUp(workflow.Now(ctx))
 		if out.Alive {
 			e.Pid, e.StartTicks = out.Pid, out.StartTicks
 		}
+		if out.Result.Code == proc.CodeAlreadyRunning {
+			// Nothing was started: say so, never "restarted".
+			h.event(ctx, e.Process, EventFoundRunning, fmt.Sprintf("%s; found running again, pid %d, before supervision started it", why, e.Pid), e.Pid)
+			return
+		}
+		e.LastStartTime = workflow.Now(ctx).Unix()
 		h.event(ctx, e.Process, EventRestartSuccess, fmt.Sprintf("%s; pid %d", why, e.Pid), e.Pid)
 		return
 	}
