@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/temporal"
 
 	"github.com/drover-sh/drover/policies"
 	"github.com/drover-sh/drover/proc"
@@ -34,6 +35,12 @@ type WatchInput struct {
 	// Renew ends a quiet watch after this long, so the activity is
 	// refreshed now and then; zero means policies.WatchRenew.
 	Renew time.Duration `json:"renew,omitempty"`
+	// TimeZone is the operator's zone for crontab rules (an IANA name,
+	// UTC or a fixed offset); empty means the host's own.
+	TimeZone string `json:"time_zone,omitempty"`
+	// Zone is the zone the host workflow reads crontab rules in now: a
+	// watch of a crontab process returns when the zone differs.
+	Zone policies.Zone `json:"zone,omitempty"`
 }
 
 // Watch event kinds.
@@ -59,6 +66,8 @@ type WatchEvent struct {
 type WatchOutput struct {
 	Events []WatchEvent `json:"events,omitempty"`
 	Polls  int          `json:"polls"`
+	// Zone is set when the zone for crontab rules is not the input's.
+	Zone *policies.Zone `json:"zone,omitempty"`
 }
 
 // Watch polls every supervised process on one host with one exec per poll,
@@ -82,6 +91,15 @@ func (a *Activities) Watch(ctx context.Context, in WatchInput) (WatchOutput, err
 	// is noticed within the heartbeat timeout, not after a poll's timeout.
 	defer keepAlive(ctx)()
 	w := newWatcher(in, platformFor(host))
+	if in.TimeZone != "" && w.crontab {
+		// The worker checked the name when it started; a worker without
+		// the zone database cannot honour it, and says so.
+		loc, err := LoadZone(in.TimeZone)
+		if err != nil {
+			return WatchOutput{}, temporal.NewNonRetryableApplicationError(fmt.Sprintf("supervise_timezone %q: %v", in.TimeZone, err), "BadTimeZone", err)
+		}
+		w.loc = loc
+	}
 	script := w.plat.watchScript(in.Entries, policies.HealthCheckTimeout)
 	ended := time.Now().Add(renew)
 	tick := time.NewTicker(interval)
@@ -89,8 +107,9 @@ func (a *Activities) Watch(ctx context.Context, in WatchInput) (WatchOutput, err
 	for polls := 1; ; polls++ {
 		res, err := a.Runner.Run(ctx, host, transport.Command{Script: script, Shell: w.plat.shell(), Timeout: policies.WatchPollTimeout})
 		if err == nil && res.ExitCode == 0 {
-			if events := w.observe(string(res.Stdout)); len(events) > 0 {
-				return WatchOutput{Events: events, Polls: polls}, nil
+			events, zone := w.observe(string(res.Stdout)), w.zoneChange()
+			if len(events) > 0 || zone != nil {
+				return WatchOutput{Events: events, Polls: polls, Zone: zone}, nil
 			}
 		}
 		// An unreachable host is polled again: supervision resumes when
@@ -119,6 +138,12 @@ type watcher struct {
 	prevStart  []uint64
 	prevHost   uint64
 	reportedMD map[string]bool
+	// crontab: some entry runs by a crontab rule, so the zone matters.
+	crontab bool
+	// loc is the operator's zone, when one was chosen; hostZone is the
+	// zone the host reported in its last poll.
+	loc      *time.Location
+	hostZone string
 }
 
 func newWatcher(in WatchInput, plat platform) *watcher {
@@ -129,8 +154,45 @@ func newWatcher(in WatchInput, plat platform) *watcher {
 		for _, p := range e.Drifted {
 			w.reportedMD[key(i, p)] = true
 		}
+		if e.Spec.CrontabRule != "" {
+			w.crontab = true
+		}
 	}
 	return w
+}
+
+// zoneChange is the zone crontab rules are to be read in, when it is not
+// the one the host workflow uses (or nil): the operator's zone at its
+// offset now, else the host's as its last poll reported it.
+func (w *watcher) zoneChange() *policies.Zone {
+	if !w.crontab {
+		return nil
+	}
+	var z policies.Zone
+	switch {
+	case w.loc != nil:
+		_, off := time.Now().In(w.loc).Zone()
+		z = policies.Zone{Name: w.in.TimeZone, Offset: off, Known: true}
+	default:
+		hz, ok := policies.HostZone(w.hostZone)
+		if !ok {
+			return nil
+		}
+		z = hz
+	}
+	if z == w.in.Zone {
+		return nil
+	}
+	return &z
+}
+
+// LoadZone reads an operator's zone: UTC, a fixed offset (+08:00) or an
+// IANA name from the worker's zone database.
+func LoadZone(name string) (*time.Location, error) {
+	if z, ok := policies.FixedZone(name); ok {
+		return z.Location(), nil
+	}
+	return time.LoadLocation(name)
 }
 
 func key(i int, path string) string { return strconv.Itoa(i) + "\x00" + path }
@@ -178,6 +240,7 @@ func (w *watcher) observe(out string) []WatchEvent {
 		}
 	}
 	w.prevHost = host.Ticks
+	w.hostZone = host.Timezone
 	return events
 }
 

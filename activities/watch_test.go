@@ -140,3 +140,43 @@ func TestUnhealthyReadsTheCheckStatus(t *testing.T) {
 		}
 	}
 }
+
+// TestWatchReportsTheCrontabZone: a watch of a crontab process returns
+// when the zone rules are read in is not the one the host workflow uses:
+// the host's, as its poll reported it, or the operator's.
+func TestWatchReportsTheCrontabZone(t *testing.T) {
+	cron := WatchEntry{Spec: proc.Spec{ProcName: "job", AutoType: proc.AutoPeriodic, CrontabRule: "0 9 * * *"}}
+	resident := WatchEntry{Spec: proc.Spec{ProcName: "svc", AutoType: proc.AutoResident}}
+	cst := policies.Zone{Name: "CST", Offset: 8 * 3600, Known: true}
+	india, err := LoadZone("+05:30")
+	must(t, err)
+	cases := []struct {
+		name    string
+		entries []WatchEntry
+		in      policies.Zone
+		loc     *time.Location
+		op      string
+		host    string
+		want    *policies.Zone
+	}{
+		{name: "no crontab process: the zone does not matter", entries: []WatchEntry{resident}, host: "CST+0800"},
+		{name: "learned from the host", entries: []WatchEntry{resident, cron}, host: "CST+0800", want: &cst},
+		{name: "unchanged: nothing to report", entries: []WatchEntry{cron}, in: cst, host: "CST+0800"},
+		{name: "the host's offset changed", entries: []WatchEntry{cron}, in: cst, host: "CST+0900",
+			want: &policies.Zone{Name: "CST", Offset: 9 * 3600, Known: true}},
+		{name: "the host said nothing readable", entries: []WatchEntry{cron}, host: "CST"},
+		{name: "the operator's zone wins", entries: []WatchEntry{cron}, in: cst, loc: india, op: "+05:30", host: "CST+0800",
+			want: &policies.Zone{Name: "+05:30", Offset: 5*3600 + 1800, Known: true}},
+	}
+	for _, c := range cases {
+		w := newWatcher(WatchInput{Entries: c.entries, Zone: c.in, TimeZone: c.op}, linuxPlatform{})
+		w.loc, w.hostZone = c.loc, c.host
+		got := w.zoneChange()
+		if (got == nil) != (c.want == nil) || (got != nil && *got != *c.want) {
+			t.Errorf("%s: %+v, want %+v", c.name, got, c.want)
+		}
+	}
+	if _, err := LoadZone("Mars/Olympus"); err == nil {
+		t.Error("an unknown zone name must be refused")
+	}
+}

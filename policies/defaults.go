@@ -137,6 +137,12 @@ const (
 // ends here and the watch polls again.
 const WatchPollTimeout = 30 * time.Second
 
+// WatchScheduleToStart bounds how long a watch may wait for a worker to
+// take it up: past it, the host records that its supervision is paused
+// (no worker has a free watch slot) and tries again after
+// WatchFailureBackoff.
+const WatchScheduleToStart = 5 * time.Minute
+
 // HealthCheckTimeout bounds one health_cmd in a supervision poll. Checks
 // run side by side, so a poll takes as long as its slowest check, well
 // inside WatchPollTimeout, however many processes a host has.

@@ -65,24 +65,24 @@ func TestCPUPercentBetween(t *testing.T) {
 func TestNextRun(t *testing.T) {
 	from := time.Date(2026, 11, 22, 10, 0, 30, 0, time.UTC)
 	cycle := proc.Spec{ProcName: "p", CycleTime: time.Minute}
-	if got, _ := NextRun(cycle, time.Time{}, from); !got.Equal(from) {
+	if got, _ := NextRun(cycle, time.Time{}, from, Zone{}); !got.Equal(from) {
 		t.Fatalf("first cycle run must be at once, got %s", got)
 	}
 	last := from.Add(-10 * time.Second)
-	if got, _ := NextRun(cycle, last, from); !got.Equal(last.Add(time.Minute)) {
+	if got, _ := NextRun(cycle, last, from, Zone{}); !got.Equal(last.Add(time.Minute)) {
 		t.Fatalf("next cycle run %s", got)
 	}
 	cronSpec := proc.Spec{ProcName: "p", CrontabRule: "*/5 * * * *", CycleTime: time.Minute}
-	if got, _ := NextRun(cronSpec, time.Time{}, from); !got.Equal(time.Date(2026, 11, 22, 10, 5, 0, 0, time.UTC)) {
+	if got, _ := NextRun(cronSpec, time.Time{}, from, Zone{}); !got.Equal(time.Date(2026, 11, 22, 10, 5, 0, 0, time.UTC)) {
 		t.Fatalf("cron wins over cycle_time: %s", got)
 	}
-	if got, _ := NextRun(proc.Spec{CrontabRule: "@every 30s"}, from, from); !got.Equal(from.Add(30 * time.Second)) {
+	if got, _ := NextRun(proc.Spec{CrontabRule: "@every 30s"}, from, from, Zone{}); !got.Equal(from.Add(30 * time.Second)) {
 		t.Fatalf("@every: %s", got)
 	}
-	if _, err := NextRun(proc.Spec{ProcName: "p"}, time.Time{}, from); err == nil {
+	if _, err := NextRun(proc.Spec{ProcName: "p"}, time.Time{}, from, Zone{}); err == nil {
 		t.Fatal("a periodic spec with no schedule is an error")
 	}
-	if _, err := NextRun(proc.Spec{CrontabRule: "bogus"}, time.Time{}, from); err == nil {
+	if _, err := NextRun(proc.Spec{CrontabRule: "bogus"}, time.Time{}, from, Zone{}); err == nil {
 		t.Fatal("a bad rule is an error")
 	}
 }

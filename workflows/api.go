@@ -63,7 +63,16 @@ const (
 	// VersionUnhealthyStopStart: an unhealthy process is stopped, then
 	// started (it was restarted with op_type 7, and retried with a start).
 	VersionUnhealthyStopStart = "unhealthy-stop-start"
+	// VersionCrontabZone: crontab rules are read in the zone the watch
+	// learned (the host's, or the operator's), not in UTC.
+	VersionCrontabZone = "crontab-zone"
+	// VersionWatchQueue: watches run on their own task queue, so ops never
+	// wait behind them for an activity slot (they shared the ops' queue).
+	VersionWatchQueue = "watch-queue"
 )
+
+// WatchQueueSuffix names a task queue's watch queue by default.
+const WatchQueueSuffix = "-watch"
 
 // HostWorkflowID names a host's workflow.
 func HostWorkflowID(h proc.HostID) string { return fmt.Sprintf("host:%d:%s", h.CloudID, h.IP) }
@@ -115,6 +124,12 @@ type HostRequest struct {
 type Supervision struct {
 	Interval   time.Duration `json:"interval"`
 	LimitPolls int           `json:"limit_polls"`
+	// TimeZone is the zone crontab rules are read in: an IANA name, UTC
+	// or a fixed offset (+08:00); empty means each host's own.
+	TimeZone string `json:"time_zone,omitempty"`
+	// WatchQueue is the task queue watches run on, apart from the ops';
+	// empty means the host workflow's own queue + "-watch".
+	WatchQueue string `json:"watch_queue,omitempty"`
 }
 
 // HostReply is a host's answer to one HostRequest.
@@ -198,4 +213,7 @@ type HostState struct {
 	Seen        []string    `json:"seen,omitempty"`
 	Events      []Event     `json:"events,omitempty"`
 	Supervision Supervision `json:"supervision"`
+	// Zone is the zone crontab rules are read in, as the watch last
+	// learned it.
+	Zone policies.Zone `json:"zone,omitempty"`
 }

@@ -49,7 +49,26 @@ func (h *host) wait(ctx workflow.Context) {
 	}
 	sel.Select(ctx)
 	if watchOut != nil {
+		if watchOut.Zone != nil {
+			h.setZone(ctx, *watchOut.Zone)
+		}
 		h.decide(ctx, watched, watchOut.Events)
+	}
+}
+
+// setZone takes the zone crontab rules are read in, as the watch learned
+// it, and reads every crontab rule again in it: a run computed in the old
+// zone (or in UTC, before the host's zone was known) is due at another
+// instant now.
+func (h *host) setZone(ctx workflow.Context, z policies.Zone) {
+	if workflow.GetVersion(ctx, VersionCrontabZone, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
+		return
+	}
+	h.Zone = z
+	for i := range h.Entries {
+		if e := &h.Entries[i]; e.Spec.CrontabRule != "" {
+			e.NextRun = time.Time{}
+		}
 	}
 }
 
@@ -70,16 +89,29 @@ func (h *host) startWatch(ctx workflow.Context, watched []int) workflow.Future {
 	if interval <= 0 {
 		interval = policies.DefaultPollInterval
 	}
-	in := activities.WatchInput{Target: h.target(), Interval: interval, LimitPolls: h.Supervision.LimitPolls}
+	in := activities.WatchInput{Target: h.target(), Interval: interval, LimitPolls: h.Supervision.LimitPolls,
+		TimeZone: h.Supervision.TimeZone, Zone: h.Zone}
 	for _, i := range watched {
 		e := h.Entries[i]
 		in.Entries = append(in.Entries, activities.WatchEntry{Process: e.Process, Spec: policies.WithDefaults(e.Spec), Drifted: e.Drifted})
 	}
-	actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+	opts := workflow.ActivityOptions{
 		StartToCloseTimeout: policies.WatchRenew + 10*time.Minute,
 		HeartbeatTimeout:    policies.HeartbeatTimeout,
 		RetryPolicy:         &temporal.RetryPolicy{InitialInterval: time.Second, MaximumInterval: 30 * time.Second, MaximumAttempts: 10},
-	})
+	}
+	if workflow.GetVersion(ctx, VersionWatchQueue, workflow.DefaultVersion, 1) >= 1 {
+		// Watches hold their slot for up to WatchRenew: on the ops' queue
+		// they would make every op wait for a slot. A watch no worker
+		// takes up in time fails, and the host records that supervision
+		// is paused, rather than going unwatched silently.
+		opts.TaskQueue = h.Supervision.WatchQueue
+		if opts.TaskQueue == "" {
+			opts.TaskQueue = workflow.GetInfo(ctx).TaskQueueName + WatchQueueSuffix
+		}
+		opts.ScheduleToStartTimeout = policies.WatchScheduleToStart
+	}
+	actx := workflow.WithActivityOptions(ctx, opts)
 	var a *activities.Activities
 	return workflow.ExecuteActivity(actx, a.Watch, in)
 }
@@ -224,7 +256,7 @@ func (h *host) schedule(e *Entry, now time.Time) {
 	if !e.NextRun.IsZero() {
 		return
 	}
-	next, err := policies.NextRun(e.Spec, e.LastRun, now)
+	next, err := policies.NextRun(e.Spec, e.LastRun, now, h.Zone)
 	if err != nil {
 		return
 	}
@@ -256,7 +288,7 @@ func (h *host) runPeriodic(ctx workflow.Context, e *Entry, now time.Time) {
 	var overdue []time.Time
 	for t := e.NextRun; !t.IsZero() && !t.After(now) && len(overdue) <= 10000; {
 		overdue = append(overdue, t)
-		next, err := policies.NextRun(e.Spec, t, now)
+		next, err := policies.NextRun(e.Spec, t, now, h.Zone)
 		if err != nil {
 			break
 		}

@@ -257,3 +257,27 @@ func TestPeriodicCatchUpAfterAnOutage(t *testing.T) {
 		t.Fatalf("the runs beyond the catch-up are recorded as skipped, once:\n%s", describe(st.Events))
 	}
 }
+
+// TestCrontabRunsInTheHostZone: once the watch reports the host's zone,
+// crontab rules are read in it: "0 9 * * *" on a UTC+8 host runs at
+// 01:00 UTC, not at 09:00 UTC.
+func TestCrontabRunsInTheHostZone(t *testing.T) {
+	r := newRig(t)
+	start := time.Date(2026, 11, 23, 0, 0, 0, 0, time.UTC)
+	r.env.SetStartTime(start)
+	zone := policies.Zone{Name: "CST", Offset: 8 * 3600, Known: true}
+	r.watches = []watchAnswer{{out: activities.WatchOutput{Zone: &zone}}}
+	r.idle, r.endAt = true, 2*time.Hour
+	e := managed(func(s *proc.Spec) { s.AutoType, s.CrontabRule = proc.AutoPeriodic, "0 9 * * *" })
+	st := r.run(e)
+	r.wantOps(proc.OpStart)
+	if at := r.ops[0].at; !at.Equal(start.Add(time.Hour)) {
+		t.Fatalf("the 09:00 run in UTC+8 ran at %s, want 01:00 UTC", at.UTC())
+	}
+	if st.Zone != zone {
+		t.Fatalf("the zone is kept for the next run: %+v", st.Zone)
+	}
+	if got := r.watched[1].in.Zone; got != zone {
+		t.Fatalf("the next watch is told the zone in use, so it reports only a change: %+v", got)
+	}
+}

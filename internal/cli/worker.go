@@ -49,6 +49,8 @@ type Worker struct {
 	// MetricsAddr is where /metrics is served; empty when it is not.
 	MetricsAddr string
 	w           worker.Worker
+	// watches serves supervision's watch queue with its own slots.
+	watches     worker.Worker
 	stopMetrics context.CancelFunc
 	once        sync.Once
 }
@@ -78,8 +80,14 @@ func StartWorker(cfg config.Config, logger *slog.Logger) (*Worker, error) {
 	winrm := transport.NewWinRM(transport.WinRMOptions{})
 	acts := &activities.Activities{Inventory: inv, Runner: m.Track(transport.Multi{SSH: ssh, WinRM: winrm})}
 	workflows.Register(w, acts, &workflows.Dispatcher{Client: c, TaskQueue: cfg.TaskQueue, Inventory: inv, Acts: acts,
-		Supervision: workflows.Supervision{Interval: cfg.SuperviseInterval, LimitPolls: cfg.LimitPolls}})
-	wk := &Worker{Client: c, SSH: ssh, WinRM: winrm, Metrics: m, w: w, stopMetrics: func() {}}
+		Supervision: workflows.Supervision{Interval: cfg.SuperviseInterval, LimitPolls: cfg.LimitPolls,
+			TimeZone: cfg.CrontabZone(), WatchQueue: cfg.WatchQueue()}})
+	// Watches are long-lived: on a queue of their own, with their own
+	// slots, they never hold the slots ops need.
+	watches := worker.New(c, cfg.WatchQueue(), worker.Options{MaxConcurrentActivityExecutionSize: cfg.MaxConcurrentWatches,
+		MaxConcurrentActivityTaskPollers: watchPollers, DisableWorkflowWorker: true})
+	workflows.RegisterWatch(watches, acts)
+	wk := &Worker{Client: c, SSH: ssh, WinRM: winrm, Metrics: m, w: w, watches: watches, stopMetrics: func() {}}
 	if cfg.MetricsListen != "" {
 		ln, err := net.Listen("tcp", cfg.MetricsListen)
 		if err != nil {
@@ -101,12 +109,24 @@ func StartWorker(cfg config.Config, logger *slog.Logger) (*Worker, error) {
 		_ = ssh.Close()
 		return nil, err
 	}
+	if err := watches.Start(); err != nil {
+		w.Stop()
+		wk.stopMetrics()
+		c.Close()
+		_ = ssh.Close()
+		return nil, err
+	}
 	return wk, nil
 }
+
+// watchPollers take up watches: after a worker restart, every host's
+// watch is scheduled at once, and more pollers start them sooner.
+const watchPollers = 8
 
 // Stop stops polling, then closes the pool and the client.
 func (w *Worker) Stop() {
 	w.once.Do(func() {
+		w.watches.Stop()
 		w.w.Stop()
 		w.stopMetrics()
 		_ = w.SSH.Close()
@@ -123,7 +143,7 @@ func RunWorker(ctx context.Context, cfg config.Config, logger *slog.Logger) erro
 		return err
 	}
 	logger.Info("worker started", "temporal", cfg.TemporalAddress, "namespace", cfg.TemporalNamespace,
-		"task_queue", cfg.TaskQueue, "inventory", cfg.Inventory, "metrics", w.MetricsAddr)
+		"task_queue", cfg.TaskQueue, "watch_task_queue", cfg.WatchQueue(), "inventory", cfg.Inventory, "metrics", w.MetricsAddr)
 	<-ctx.Done()
 	w.Stop()
 	return nil
