@@ -104,6 +104,14 @@ func (a *Activities) Watch(ctx context.Context, in WatchInput) (WatchOutput, err
 	ended := time.Now().Add(renew)
 	tick := time.NewTicker(interval)
 	defer tick.Stop()
+	// A worker that stops (a deploy, not a crash) hands its watches back
+	// at once, as retryable failures: another worker, or this one
+	// started again, takes them up within a second instead of after the
+	// heartbeat timeout.
+	var stopping <-chan struct{}
+	if activity.IsActivity(ctx) {
+		stopping = activity.GetWorkerStopChannel(ctx)
+	}
 	for polls := 1; ; polls++ {
 		res, err := a.Runner.Run(ctx, host, transport.Command{Script: script, Shell: w.plat.shell(), Timeout: policies.WatchPollTimeout})
 		if err == nil && res.ExitCode == 0 {
@@ -123,6 +131,8 @@ func (a *Activities) Watch(ctx context.Context, in WatchInput) (WatchOutput, err
 		select {
 		case <-ctx.Done():
 			return WatchOutput{Polls: polls}, ctx.Err()
+		case <-stopping:
+			return WatchOutput{Polls: polls}, temporal.NewApplicationError("the worker is stopping: another takes the watch up", "WorkerStopping")
 		case <-tick.C:
 		}
 	}

@@ -110,6 +110,10 @@ func (h *host) startWatch(ctx workflow.Context, watched []int) workflow.Future {
 			opts.TaskQueue = workflow.GetInfo(ctx).TaskQueueName + WatchQueueSuffix
 		}
 		opts.ScheduleToStartTimeout = policies.WatchScheduleToStart
+		// Each heartbeat is a request to the server: one per watch every
+		// 0.8 heartbeat timeouts (the SDK's throttle) is most of what a
+		// quiet fleet costs it.
+		opts.HeartbeatTimeout = policies.WatchHeartbeatTimeout
 	}
 	actx := workflow.WithActivityOptions(ctx, opts)
 	var a *activities.Activities

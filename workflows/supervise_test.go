@@ -1,8 +1,12 @@
 package workflows
 
 import (
+	"context"
 	"testing"
 	"time"
+
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/converter"
 
 	"github.com/drover-sh/drover/activities"
 	"github.com/drover-sh/drover/policies"
@@ -279,5 +283,33 @@ func TestCrontabRunsInTheHostZone(t *testing.T) {
 	}
 	if got := r.watched[1].in.Zone; got != zone {
 		t.Fatalf("the next watch is told the zone in use, so it reports only a change: %+v", got)
+	}
+}
+
+// TestWatchRunsOnItsOwnQueue: watches are scheduled on the watch queue
+// the worker names (by default the host's queue + "-watch"), never on
+// the ops' queue, with the heartbeat timeout sized for the server's cost.
+func TestWatchRunsOnItsOwnQueue(t *testing.T) {
+	for _, named := range []string{"", "watches"} {
+		r := newRig(t)
+		r.watches = []watchAnswer{dies()}
+		var queues []string
+		var heartbeats []time.Duration
+		r.env.SetOnActivityStartedListener(func(info *activity.Info, _ context.Context, _ converter.EncodedValues) {
+			if info.ActivityType.Name == "Watch" {
+				queues = append(queues, info.TaskQueue)
+				heartbeats = append(heartbeats, info.HeartbeatTimeout)
+			}
+		})
+		st := managed(nil)
+		r.env.ExecuteWorkflow(HostWorkflowName, HostState{Host: proc.HostID{IP: "10.0.0.1"}, Entries: []Entry{st},
+			Supervision: Supervision{WatchQueue: named}})
+		want := named
+		if want == "" {
+			want = "default-test-taskqueue" + WatchQueueSuffix
+		}
+		if len(queues) < 2 || queues[0] != want || queues[1] != want || heartbeats[0] != policies.WatchHeartbeatTimeout {
+			t.Fatalf("watch queue %q: watches ran on %v with heartbeat timeouts %v, want %s and %s", named, queues, heartbeats, want, policies.WatchHeartbeatTimeout)
+		}
 	}
 }

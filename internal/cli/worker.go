@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net"
 	"sync"
+	"time"
 
 	"go.temporal.io/sdk/client"
 	tlog "go.temporal.io/sdk/log"
@@ -15,6 +16,7 @@ import (
 	"github.com/drover-sh/drover/internal/config"
 	"github.com/drover-sh/drover/internal/metrics"
 	"github.com/drover-sh/drover/inventory"
+	"github.com/drover-sh/drover/policies"
 	"github.com/drover-sh/drover/transport"
 	"github.com/drover-sh/drover/workflows"
 )
@@ -84,8 +86,13 @@ func StartWorker(cfg config.Config, logger *slog.Logger) (*Worker, error) {
 			TimeZone: cfg.CrontabZone(), WatchQueue: cfg.WatchQueue()}})
 	// Watches are long-lived: on a queue of their own, with their own
 	// slots, they never hold the slots ops need.
+	// Its pollers stay at the SDK's default: every long poll is a request
+	// to the server, whether or not a watch is waiting.
+	// A stopping worker gives its watches time to hand themselves back
+	// (see activities.Watch), rather than leaving each to its heartbeat
+	// timeout.
 	watches := worker.New(c, cfg.WatchQueue(), worker.Options{MaxConcurrentActivityExecutionSize: cfg.MaxConcurrentWatches,
-		MaxConcurrentActivityTaskPollers: watchPollers, DisableWorkflowWorker: true})
+		DisableWorkflowWorker: true, WorkerStopTimeout: watchStopTimeout})
 	workflows.RegisterWatch(watches, acts)
 	wk := &Worker{Client: c, SSH: ssh, WinRM: winrm, Metrics: m, w: w, watches: watches, stopMetrics: func() {}}
 	if cfg.MetricsListen != "" {
@@ -119,9 +126,9 @@ func StartWorker(cfg config.Config, logger *slog.Logger) (*Worker, error) {
 	return wk, nil
 }
 
-// watchPollers take up watches: after a worker restart, every host's
-// watch is scheduled at once, and more pollers start them sooner.
-const watchPollers = 8
+// watchStopTimeout bounds how long a stopping worker waits for its watches
+// to hand themselves back: a poll in progress ends first.
+const watchStopTimeout = policies.WatchPollTimeout + 5*time.Second
 
 // Stop stops polling, then closes the pool and the client.
 func (w *Worker) Stop() {
