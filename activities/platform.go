@@ -73,9 +73,10 @@ func (linuxPlatform) statusScript(spec proc.Spec, window time.Duration, extras b
 // watchScript is the one exec of a poll: every pid file, every health_cmd,
 // and the md5 of every watched config file. The poll itself runs as the
 // login user; health_cmd and the md5s run as each spec's account, as its
-// start and stop do, so they see what the process sees. Health checks run
-// side by side, each bounded by health on its own: a slow one is reported
-// as such and never holds up the poll.
+// start and stop do, so they see what the process sees. Health checks and
+// md5s run side by side, each bounded by health on its own: a slow one is
+// reported as such (or, for an md5, says nothing) and never holds up the
+// poll.
 func (l linuxPlatform) watchScript(entries []WatchEntry, health time.Duration) string {
 	paths := make([]string, len(entries))
 	for i, e := range entries {
@@ -97,11 +98,13 @@ func (l linuxPlatform) watchScript(entries []WatchEntry, health time.Duration) s
 			if c.Path == "" || c.MD5 == "" {
 				continue
 			}
-			md5 := "md5sum < " + transport.ShellQuote(c.Path)
-			if pre != "" {
-				md5 = pre + "sh -c 'md5sum < \"$1\"' sh " + transport.ShellQuote(c.Path)
-			}
-			fmt.Fprintf(&b, "printf 'M\\t%d\\t%d\\t%%s\\n' \"$(%s 2>/dev/null | cut -c1-32)\"\n", i, j, md5)
+			// Bounded and side by side like the health checks: a config
+			// path that never answers (a FIFO, a hung mount) says nothing
+			// this poll instead of failing it. md5sum prints "HASH  PATH",
+			// with a leading backslash when PATH needs escaping.
+			fmt.Fprintf(&b, "(r=$(%stimeout -k 1 %s md5sum -- %s 2>/dev/null); c=$?; r=${r#\\\\}; "+
+				"[ $c -eq 124 ] || [ $c -eq 137 ] || printf 'M\\t%d\\t%d\\t%%s\\n' \"${r%%%% *}\") &\n",
+				pre, secs, transport.ShellQuote(c.Path), i, j)
 		}
 	}
 	b.WriteString("wait\n")

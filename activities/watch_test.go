@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -178,5 +179,28 @@ func TestWatchReportsTheCrontabZone(t *testing.T) {
 	}
 	if _, err := LoadZone("Mars/Olympus"); err == nil {
 		t.Error("an unknown zone name must be refused")
+	}
+}
+
+// TestWatchHungConfigFileSaysNothing: a configmap path that never answers
+// (a FIFO with no writer) is ended at its bound and decides nothing this
+// poll, while the poll still reports a missing config file as drift.
+func TestWatchHungConfigFileSaysNothing(t *testing.T) {
+	dir := t.TempDir()
+	fifo := filepath.Join(dir, "app.conf")
+	if err := syscall.Mkfifo(fifo, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	missing := filepath.Join(dir, "gone.conf")
+	var entries []WatchEntry
+	for i, path := range []string{fifo, fifo, fifo, fifo, missing} {
+		e := watchEntry(t, dir, fmt.Sprintf("svc%d", i))
+		e.Spec.ConfigMap = []proc.ConfigFile{{Path: path, MD5: "0123456789abcdef0123456789abcdef"}}
+		entries = append(entries, e)
+	}
+	health := time.Second
+	evs := poll(t, entries, health, health*(policies.WatchPollTimeout/policies.HealthCheckTimeout))
+	if len(evs) != 1 || evs[0].Index != 4 || evs[0].Kind != WatchDrift || len(evs[0].Drifted) != 1 || evs[0].Drifted[0] != missing {
+		t.Fatalf("want only the drift of the missing file; got %+v", evs)
 	}
 }
