@@ -133,8 +133,11 @@ const watchStopTimeout = policies.WatchPollTimeout + 5*time.Second
 // Stop stops polling, then closes the pool and the client.
 func (w *Worker) Stop() {
 	w.once.Do(func() {
-		w.watches.Stop()
+		// Workflows first: a watch handed back (or a cancelled one ending)
+		// makes a workflow task, which must go to a worker that stays, not
+		// to this one on its way out.
 		w.w.Stop()
+		w.watches.Stop()
 		w.stopMetrics()
 		_ = w.SSH.Close()
 		_ = w.WinRM.Close()
