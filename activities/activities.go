@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"go.temporal.io/sdk/activity"
@@ -50,6 +51,12 @@ type Activities struct {
 	// Sleep waits between a control command and its post-check; tests may
 	// shorten it. Nil means a real, cancellable wait.
 	Sleep func(ctx context.Context, d time.Duration) error
+	// Hosts reaches host workflows for shard watches; nil on a worker
+	// that runs none.
+	Hosts HostWorkflows
+
+	shardOnce sync.Once
+	shards    *shardWorker
 }
 
 // opRun is one op in progress on one host.

@@ -163,3 +163,21 @@ const WatchFailureBackoff = time.Minute
 // MaxCatchUp is how many periodic runs that fell due during an outage are
 // still run when it ends; older ones are skipped, and recorded as such.
 const MaxCatchUp = 3
+
+// ShardHeartbeatTimeout is a shard watch's heartbeat timeout. The SDK
+// sends one heartbeat every 0.8 of it (24 s) per shard, not per host: at
+// 250 hosts a shard, 1,000 quiet hosts cost the server 4 heartbeats in
+// 24 s. A shard lost with its worker is taken up by another within it,
+// so a process killed after the loss runs again well inside
+// supervise_interval + start_check + 60 s, its host workflows' queries
+// included.
+const ShardHeartbeatTimeout = 30 * time.Second
+
+// ShardRestartDebounce is the least time between two starts of a shard's
+// watch when its membership changes: hosts re-arming after a mass
+// failure join the next start together instead of each restarting it.
+const ShardRestartDebounce = 5 * time.Second
+
+// HostsPerShard is what watch_shards is sized by: one shard watch per
+// this many supervised hosts.
+const HostsPerShard = 250

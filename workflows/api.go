@@ -25,6 +25,8 @@ const (
 
 	OperateWorkflowName = "Operate"
 	HostWorkflowName    = "Host"
+	// WatchShardWorkflowName watches a shard of hosts for their workflows.
+	WatchShardWorkflowName = "WatchShard"
 
 	// ProgressQuery (Operate) returns every host's result so far, pending
 	// ones as 115.
@@ -69,6 +71,9 @@ const (
 	// VersionWatchQueue: watches run on their own task queue, so ops never
 	// wait behind them for an activity slot (they shared the ops' queue).
 	VersionWatchQueue = "watch-queue"
+	// VersionWatchShard: a host is watched by its shard's watch, which it
+	// arms and which signals it (it ran a watch activity of its own).
+	VersionWatchShard = "watch-shard"
 )
 
 // WatchQueueSuffix names a task queue's watch queue by default.
@@ -130,6 +135,10 @@ type Supervision struct {
 	// WatchQueue is the task queue watches run on, apart from the ops';
 	// empty means the host workflow's own queue + "-watch".
 	WatchQueue string `json:"watch_queue,omitempty"`
+	// WatchShards is how many shard watches supervise the fleet, a host
+	// going to one by the hash of its id; 0 watches each host with a
+	// watch of its own, as releases before shards did.
+	WatchShards int `json:"watch_shards,omitempty"`
 }
 
 // HostReply is a host's answer to one HostRequest.
@@ -216,4 +225,9 @@ type HostState struct {
 	// Zone is the zone crontab rules are read in, as the watch last
 	// learned it.
 	Zone policies.Zone `json:"zone,omitempty"`
+	// WatchGen is the generation of the host's latest watch armed on a
+	// shard: events of any other are stale. WatchShard is the shard it is
+	// armed on, empty when none.
+	WatchGen   int    `json:"watch_gen,omitempty"`
+	WatchShard string `json:"watch_shard,omitempty"`
 }

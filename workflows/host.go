@@ -25,6 +25,11 @@ type host struct {
 	// published is the digest last put in the memo in this run.
 	published *Digest
 	renew     workflow.ReceiveChannel
+	// watchEvents brings a shard watch's events; armed is what the host
+	// armed its shard with at WatchGen, nil once decided on (or in a new
+	// run, which arms again).
+	watchEvents workflow.ReceiveChannel
+	armed       *activities.WatchInput
 }
 
 // maxEvents bounds the events a host keeps; older ones are dropped.
@@ -34,10 +39,14 @@ const maxEvents = 200
 // its managed processes. It never ends on its own: it continues as new
 // when its history grows long.
 func Host(ctx workflow.Context, st HostState) error {
-	h := &host{HostState: st, ops: workflow.GetSignalChannel(ctx, OpSignal), renew: workflow.GetSignalChannel(ctx, RenewSignal)}
+	h := &host{HostState: st, ops: workflow.GetSignalChannel(ctx, OpSignal), renew: workflow.GetSignalChannel(ctx, RenewSignal),
+		watchEvents: workflow.GetSignalChannel(ctx, WatchEventsSignal)}
 	if err := workflow.SetQueryHandler(ctx, RegistryQuery, func() ([]Entry, error) {
 		return h.Entries, nil
 	}); err != nil {
+		return err
+	}
+	if err := workflow.SetQueryHandler(ctx, WatchInputQuery, h.watchQuery); err != nil {
 		return err
 	}
 	if err := workflow.SetQueryHandler(ctx, EventsQuery, func() ([]Event, error) {

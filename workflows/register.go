@@ -12,13 +12,16 @@ import (
 func Register(w worker.Worker, acts *activities.Activities, d *Dispatcher) {
 	w.RegisterWorkflowWithOptions(Operate, workflow.RegisterOptions{Name: OperateWorkflowName})
 	w.RegisterWorkflowWithOptions(Host, workflow.RegisterOptions{Name: HostWorkflowName})
+	w.RegisterWorkflowWithOptions(WatchShard, workflow.RegisterOptions{Name: WatchShardWorkflowName})
 	w.RegisterActivity(acts)
 	w.RegisterActivity(d)
 }
 
-// RegisterWatch puts supervision's watch on the worker of the watch queue.
-// Register keeps it on the ops' worker too, for host workflows begun before
-// watches had their own queue.
+// RegisterWatch puts supervision's watches on the worker of the watch
+// queue: shard watches, and the per-host watches of host workflows begun
+// before shards. Register keeps the per-host one on the ops' worker too,
+// for host workflows begun before watches had their own queue.
 func RegisterWatch(w worker.Worker, acts *activities.Activities) {
 	w.RegisterActivityWithOptions(acts.Watch, activity.RegisterOptions{Name: "Watch"})
+	w.RegisterActivityWithOptions(acts.ShardWatch, activity.RegisterOptions{Name: "ShardWatch"})
 }

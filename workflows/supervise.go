@@ -25,8 +25,13 @@ func (h *host) wait(ctx workflow.Context) {
 		c.Receive(ctx, &req)
 		h.Queue = append(h.Queue, req)
 	})
-	now := workflow.Now(ctx)
 	watched := h.watched()
+	if h.sharded(ctx, watched) {
+		h.waitShard(ctx, wctx, sel, watched)
+		return
+	}
+	h.disarm(ctx)
+	now := workflow.Now(ctx)
 	var watchOut *activities.WatchOutput
 	if len(watched) > 0 && !now.Before(h.watchBackoff) {
 		fut := h.startWatch(wctx, watched)
@@ -85,16 +90,7 @@ func (h *host) watched() []int {
 }
 
 func (h *host) startWatch(ctx workflow.Context, watched []int) workflow.Future {
-	interval := h.Supervision.Interval
-	if interval <= 0 {
-		interval = policies.DefaultPollInterval
-	}
-	in := activities.WatchInput{Target: h.target(), Interval: interval, LimitPolls: h.Supervision.LimitPolls,
-		TimeZone: h.Supervision.TimeZone, Zone: h.Zone}
-	for _, i := range watched {
-		e := h.Entries[i]
-		in.Entries = append(in.Entries, activities.WatchEntry{Process: e.Process, Spec: policies.WithDefaults(e.Spec), Drifted: e.Drifted})
-	}
+	in := h.watchInput(watched)
 	opts := workflow.ActivityOptions{
 		StartToCloseTimeout: policies.WatchRenew + 10*time.Minute,
 		HeartbeatTimeout:    policies.HeartbeatTimeout,
@@ -105,10 +101,7 @@ func (h *host) startWatch(ctx workflow.Context, watched []int) workflow.Future {
 		// they would make every op wait for a slot. A watch no worker
 		// takes up in time fails, and the host records that supervision
 		// is paused, rather than going unwatched silently.
-		opts.TaskQueue = h.Supervision.WatchQueue
-		if opts.TaskQueue == "" {
-			opts.TaskQueue = workflow.GetInfo(ctx).TaskQueueName + WatchQueueSuffix
-		}
+		opts.TaskQueue = h.watchQueue(ctx)
 		opts.ScheduleToStartTimeout = policies.WatchScheduleToStart
 		// Each heartbeat is a request to the server: one per watch every
 		// 0.8 heartbeat timeouts (the SDK's throttle) is most of what a
@@ -130,7 +123,7 @@ func (h *host) decide(ctx workflow.Context, watched []int, events []activities.W
 			continue
 		}
 		i := watched[ev.Index]
-		if i >= len(h.Entries) || !h.Entries[i].Managed || h.Entries[i].Cancelled || !h.Entries[i].RetryAt.IsZero() {
+		if i < 0 || i >= len(h.Entries) || !h.Entries[i].Managed || h.Entries[i].Cancelled || !h.Entries[i].RetryAt.IsZero() {
 			continue
 		}
 		e := &h.Entries[i]

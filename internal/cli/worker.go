@@ -80,19 +80,19 @@ func StartWorker(cfg config.Config, logger *slog.Logger) (*Worker, error) {
 	}
 	w := worker.New(c, cfg.TaskQueue, worker.Options{MaxConcurrentActivityExecutionSize: cfg.MaxConcurrentActivities})
 	winrm := transport.NewWinRM(transport.WinRMOptions{})
-	acts := &activities.Activities{Inventory: inv, Runner: m.Track(transport.Multi{SSH: ssh, WinRM: winrm})}
+	acts := &activities.Activities{Inventory: inv, Runner: m.Track(transport.Multi{SSH: ssh, WinRM: winrm}), Hosts: workflows.HostLink{Client: c}}
 	workflows.Register(w, acts, &workflows.Dispatcher{Client: c, TaskQueue: cfg.TaskQueue, Inventory: inv, Acts: acts,
 		Supervision: workflows.Supervision{Interval: cfg.SuperviseInterval, LimitPolls: cfg.LimitPolls,
-			TimeZone: cfg.CrontabZone(), WatchQueue: cfg.WatchQueue()}})
+			TimeZone: cfg.CrontabZone(), WatchQueue: cfg.WatchQueue(), WatchShards: cfg.WatchShards}})
 	// Watches are long-lived: on a queue of their own, with their own
 	// slots, they never hold the slots ops need.
-	// Its pollers stay at the SDK's default: every long poll is a request
-	// to the server, whether or not a watch is waiting.
+	// One poller: every long poll is a request to the server, whether or
+	// not a watch is waiting, and a shard watch is taken up once an hour.
 	// A stopping worker gives its watches time to hand themselves back
 	// (see activities.Watch), rather than leaving each to its heartbeat
 	// timeout.
 	watches := worker.New(c, cfg.WatchQueue(), worker.Options{MaxConcurrentActivityExecutionSize: cfg.MaxConcurrentWatches,
-		DisableWorkflowWorker: true, WorkerStopTimeout: watchStopTimeout})
+		DisableWorkflowWorker: true, WorkerStopTimeout: watchStopTimeout, MaxConcurrentActivityTaskPollers: 1})
 	workflows.RegisterWatch(watches, acts)
 	wk := &Worker{Client: c, SSH: ssh, WinRM: winrm, Metrics: m, w: w, watches: watches, stopMetrics: func() {}}
 	if cfg.MetricsListen != "" {

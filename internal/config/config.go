@@ -43,6 +43,10 @@ type Config struct {
 	WatchTaskQueue string `koanf:"watch_task_queue"`
 	// MaxConcurrentWatches is how many hosts one worker watches at once.
 	MaxConcurrentWatches int `koanf:"max_concurrent_watches"`
+	// WatchShards is how many shard watches supervise the fleet: about
+	// one per policies.HostsPerShard hosts. 0 gives every host a watch of
+	// its own, as before shards.
+	WatchShards int `koanf:"watch_shards"`
 	// Apps may call the HTTP API.
 	Apps []AppConfig `koanf:"apps"`
 
@@ -156,6 +160,9 @@ var defaults = map[string]any{
 	// One watch per supervised host: a worker alone can watch a fleet
 	// of 10,000; an idle watch costs a goroutine and a pooled connection.
 	"max_concurrent_watches": 10000,
+	// Enough for 1,000 hosts at 250 a shard; a small fleet's empty
+	// shards cost nothing.
+	"watch_shards": 4,
 	// 8 sessions per connection leaves room under OpenSSH's default
 	// MaxSessions of 10.
 	"max_sessions_per_host":     8,
@@ -196,6 +203,7 @@ func AddWorkerFlags(fs *pflag.FlagSet) {
 	fs.Int("limit-polls", 0, "consecutive polls over a cpu/mem limit before acting (env DROVER_LIMIT_POLLS, default 3)")
 	fs.String("supervise-timezone", "", "zone crontab rules are read in: host, UTC, +08:00 or an IANA name (env DROVER_SUPERVISE_TIMEZONE, default host)")
 	fs.String("watch-task-queue", "", "task queue of supervision's watches (env DROVER_WATCH_TASK_QUEUE, default <task-queue>-watch)")
+	fs.Int("watch-shards", 0, "shard watches supervising the fleet, one per ~250 hosts; 0 is a watch per host (env DROVER_WATCH_SHARDS, default 4)")
 	fs.Int("max-concurrent-watches", 0, "hosts one worker watches at once, apart from its activities (env DROVER_MAX_CONCURRENT_WATCHES, default 10000)")
 	fs.Bool("ssh-tofu", false, "trust an unknown host's key on first use, recording it in known_hosts (env DROVER_SSH_TOFU; default off)")
 	fs.Int("max-concurrent-activities", 0, "activities one worker runs at once (env DROVER_MAX_CONCURRENT_ACTIVITIES, default 1000)")
@@ -264,6 +272,9 @@ func (c Config) validate() error {
 	}
 	if err := validZone(c.SuperviseTimeZone); err != nil {
 		return fmt.Errorf("supervise_timezone %q: %v (give host, UTC, an offset like +08:00, or an IANA name like Asia/Shanghai)", c.SuperviseTimeZone, err)
+	}
+	if c.WatchShards < 0 {
+		return fmt.Errorf("watch_shards %d: must be 0 (a watch per host) or more", c.WatchShards)
 	}
 	if c.MaxConcurrentWatches < 1 {
 		return fmt.Errorf("max_concurrent_watches %d: must be at least 1", c.MaxConcurrentWatches)

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -112,6 +113,7 @@ func newEnvWith(t *testing.T, opts testbed.Options, temporalAddress string) *env
 		LogLevel:          "error",
 		SuperviseInterval: time.Second,
 		LimitPolls:        3,
+		WatchShards:       4,
 	}
 	e.hostIDs = map[string]bool{}
 	e.noteHosts(bed.InventoryPath)
@@ -144,7 +146,11 @@ func (e *env) endHostWorkflows() {
 		return // the server is gone, and its workflows with it
 	}
 	defer c.Close()
-	for id := range e.hostIDs {
+	ids := maps.Clone(e.hostIDs)
+	for n := range e.cfg.WatchShards {
+		ids[workflows.ShardID(e.cfg.WatchQueue(), n)] = true
+	}
+	for id := range ids {
 		err := c.TerminateWorkflow(ctx, id, "", "test finished")
 		var nf *serviceerror.NotFound
 		if err != nil && !errors.As(err, &nf) {

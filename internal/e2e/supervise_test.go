@@ -288,7 +288,9 @@ func TestSuperviseGivesUpAfterRetries(t *testing.T) {
 	if out, _ := h.Exec("grep -c attempt /data/app/attempts.log"); strings.TrimSpace(out) != "4" {
 		t.Fatalf("supervision kept trying after giving up: %s starts", strings.TrimSpace(out))
 	}
-	e.recordHistory(workflows.HostWorkflowID(proc.HostID{IP: h.IP}), "host-supervised")
+	hostID := workflows.HostWorkflowID(proc.HostID{IP: h.IP})
+	e.recordHistory(hostID, "host-supervised-watch-shard")
+	e.recordHistory(workflows.ShardWorkflowID(e.cfg.WatchQueue(), hostID, e.cfg.WatchShards), "watch-shard")
 }
 
 func TestSuperviseEnforcesCPULimit(t *testing.T) {

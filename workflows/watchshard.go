@@ -1,0 +1,186 @@
+package workflows
+
+import (
+	"fmt"
+	"hash/fnv"
+	"reflect"
+	"time"
+
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/drover-sh/drover/activities"
+	"github.com/drover-sh/drover/policies"
+	"github.com/drover-sh/drover/proc"
+)
+
+// Shard watches: a host workflow arms its shard with the generation of
+// what it wants watched; the shard's one activity polls every member host
+// and signals a host only when it needs a decision. The host decides as it
+// always did, then arms the next generation.
+const (
+	// WatchEventsSignal (to Host) carries activities.ShardEvents.
+	WatchEventsSignal = "watch-events"
+	// WatchInputQuery (Host) returns its armed watch, activities.HostWatch.
+	WatchInputQuery = "watch-input"
+	// ShardArmSignal (to WatchShard) carries a ShardArm.
+	ShardArmSignal = "watch-arm"
+	// ShardMembersQuery (WatchShard) returns its ShardState.
+	ShardMembersQuery = "members"
+)
+
+// ShardWorkflowID names the shard workflow that watches a host, one of
+// shards, by the hash of the host workflow's id: a host stays in its shard
+// as long as the shard count stays. Shards are per watch queue, so
+// deployments sharing a namespace never share one.
+func ShardWorkflowID(watchQueue, hostWorkflowID string, shards int) string {
+	f := fnv.New32a()
+	_, _ = f.Write([]byte(hostWorkflowID))
+	return ShardID(watchQueue, int(f.Sum32()%uint32(max(shards, 1))))
+}
+
+// ShardID names shard n of a watch queue.
+func ShardID(watchQueue string, n int) string { return fmt.Sprintf("watch-shard:%s:%d", watchQueue, n) }
+
+// ShardArm asks a shard to watch a host at a generation; Gen 0 asks it to
+// stop watching the host.
+type ShardArm struct {
+	Host string `json:"host"`
+	Gen  int    `json:"gen"`
+}
+
+// ArmInput is one arm of a shard, through the ArmWatch activity.
+type ArmInput struct {
+	Shard string   `json:"shard"`
+	Arm   ShardArm `json:"arm"`
+	// WatchQueue is where the shard runs its watch, when the arm starts it.
+	WatchQueue string `json:"watch_queue"`
+}
+
+// sharded reports whether the host's watched processes are watched by its
+// shard. Hosts that took the default version (their runs began before
+// shards) keep a watch of their own, as does every host while
+// watch_shards is 0.
+func (h *host) sharded(ctx workflow.Context, watched []int) bool {
+	return len(watched) > 0 && h.Supervision.WatchShards > 0 &&
+		workflow.GetVersion(ctx, VersionWatchShard, workflow.DefaultVersion, 1) == 1
+}
+
+// watchInput is what the watch of the watched entries polls.
+func (h *host) watchInput(watched []int) activities.WatchInput {
+	interval := h.Supervision.Interval
+	if interval <= 0 {
+		interval = policies.DefaultPollInterval
+	}
+	in := activities.WatchInput{Target: h.target(), Interval: interval, LimitPolls: h.Supervision.LimitPolls,
+		TimeZone: h.Supervision.TimeZone, Zone: h.Zone}
+	for _, i := range watched {
+		e := h.Entries[i]
+		in.Entries = append(in.Entries, activities.WatchEntry{Process: e.Process, Spec: policies.WithDefaults(e.Spec), Drifted: e.Drifted})
+	}
+	return in
+}
+
+// waitShard is wait for a host its shard watches. The shard is armed
+// again only when what is to be watched changed, or its last generation
+// was decided on: a quiet host sends its shard nothing.
+func (h *host) waitShard(ctx, wctx workflow.Context, sel workflow.Selector, watched []int) {
+	now := workflow.Now(ctx)
+	in := h.watchInput(watched)
+	shard := ShardWorkflowID(h.watchQueue(ctx), workflow.GetInfo(ctx).WorkflowExecution.ID, h.Supervision.WatchShards)
+	if (h.armed == nil || h.WatchShard != shard || !reflect.DeepEqual(*h.armed, in)) && !now.Before(h.watchBackoff) {
+		if !h.arm(ctx, shard, in) {
+			return
+		}
+	}
+	var got *activities.ShardEvents
+	sel.AddReceive(h.watchEvents, func(c workflow.ReceiveChannel, _ bool) {
+		var ev activities.ShardEvents
+		c.Receive(ctx, &ev)
+		// Another generation's events were seen before the host last
+		// decided or armed: it acts only on what it is watching now.
+		if ev.Gen == h.WatchGen && h.armed != nil {
+			got = &ev
+		}
+	})
+	wake, ok := h.nextWake(now)
+	if now.Before(h.watchBackoff) && (!ok || h.watchBackoff.Before(wake)) {
+		wake, ok = h.watchBackoff, true
+	}
+	if ok {
+		sel.AddFuture(workflow.NewTimer(wctx, wake.Sub(now)), func(workflow.Future) {})
+	}
+	sel.Select(ctx)
+	if got == nil {
+		return
+	}
+	armed := *h.armed
+	h.armed = nil
+	if got.Failed != "" {
+		h.watchBackoff = workflow.Now(ctx).Add(policies.WatchFailureBackoff)
+		h.event(ctx, proc.ProcessID{}, EventWatchFailed, oneLine(fmt.Sprintf("supervision paused for %s: %s", policies.WatchFailureBackoff, got.Failed)), 0)
+		return
+	}
+	if got.Zone != nil {
+		h.setZone(ctx, *got.Zone)
+	}
+	// Events name the armed entries by position; the registry may have
+	// been reordered since.
+	at := make([]int, len(armed.Entries))
+	for i, e := range armed.Entries {
+		at[i] = h.find(e.Process)
+	}
+	h.decide(ctx, at, got.Events)
+}
+
+// arm asks the shard to watch the next generation; the armed input is
+// set first, so the shard's query of it answers this generation.
+func (h *host) arm(ctx workflow.Context, shard string, in activities.WatchInput) bool {
+	if h.WatchShard != "" && h.WatchShard != shard {
+		h.disarm(ctx)
+	}
+	h.WatchGen++
+	h.armed, h.WatchShard = &in, shard
+	if err := h.armShard(ctx, shard, h.WatchGen); err != nil {
+		h.armed = nil
+		h.watchBackoff = workflow.Now(ctx).Add(policies.WatchFailureBackoff)
+		h.event(ctx, proc.ProcessID{}, EventWatchFailed, oneLine(fmt.Sprintf("supervision paused for %s: its shard %s: %v", policies.WatchFailureBackoff, shard, err)), 0)
+		return false
+	}
+	return true
+}
+
+// disarm takes the host out of its shard: nothing is watched, or not by
+// a shard. Never reached by a host that never armed one.
+func (h *host) disarm(ctx workflow.Context) {
+	if h.WatchShard == "" {
+		return
+	}
+	// A shard that missed it asks the host, which answers nothing armed.
+	_ = h.armShard(ctx, h.WatchShard, 0)
+	h.WatchShard, h.armed = "", nil
+}
+
+// watchQueue is the queue the host's watches run on.
+func (h *host) watchQueue(ctx workflow.Context) string {
+	if h.Supervision.WatchQueue != "" {
+		return h.Supervision.WatchQueue
+	}
+	return workflow.GetInfo(ctx).TaskQueueName + WatchQueueSuffix
+}
+
+func (h *host) armShard(ctx workflow.Context, shard string, gen int) error {
+	queue := h.watchQueue(ctx)
+	actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		StartToCloseTimeout: 30 * time.Second,
+		RetryPolicy:         &temporal.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 2, MaximumAttempts: 5},
+	})
+	var d *Dispatcher
+	return workflow.ExecuteActivity(actx, d.ArmWatch, ArmInput{Shard: shard, WatchQueue: queue,
+		Arm: ShardArm{Host: workflow.GetInfo(ctx).WorkflowExecution.ID, Gen: gen}}).Get(ctx, nil)
+}
+
+// watchQuery answers the shard watch: the armed generation and its input.
+func (h *host) watchQuery() (activities.HostWatch, error) {
+	return activities.HostWatch{Gen: h.WatchGen, Input: h.armed}, nil
+}
