@@ -87,6 +87,9 @@ type shardWorker struct {
 	hosts   map[string]*hostWatch
 	members map[string][]string // shard -> its hosts, at its latest watch
 	running map[string]*shardRun
+	// latest is the newest epoch of each shard seen here: an older one
+	// (a retry that raced its cancellation) never runs after it.
+	latest map[string]int
 }
 
 type shardRun struct {
@@ -97,7 +100,7 @@ type shardRun struct {
 
 func (a *Activities) shardWorker() *shardWorker {
 	a.shardOnce.Do(func() {
-		a.shards = &shardWorker{hosts: map[string]*hostWatch{}, members: map[string][]string{}, running: map[string]*shardRun{}}
+		a.shards = &shardWorker{hosts: map[string]*hostWatch{}, members: map[string][]string{}, running: map[string]*shardRun{}, latest: map[string]int{}}
 	})
 	return a.shards
 }
@@ -107,11 +110,12 @@ func (a *Activities) shardWorker() *shardWorker {
 // watcher state is shared. A newer run already there wins instead.
 func (s *shardWorker) takeOver(ctx context.Context, in ShardWatchInput, cancel context.CancelFunc) (*shardRun, bool) {
 	s.mu.Lock()
-	old := s.running[in.Shard]
-	if old != nil && old.epoch > in.Epoch {
+	if s.latest[in.Shard] > in.Epoch {
 		s.mu.Unlock()
 		return nil, false
 	}
+	s.latest[in.Shard] = in.Epoch
+	old := s.running[in.Shard]
 	run := &shardRun{epoch: in.Epoch, cancel: cancel, done: make(chan struct{})}
 	s.running[in.Shard] = run
 	keep := map[string]bool{}

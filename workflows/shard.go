@@ -32,7 +32,7 @@ type ShardState struct {
 // shardHistoryBudget is the history events a shard run may spend before
 // it continues as new: far below the server's limits, so a shard that
 // churns (hosts failing over and over) never comes near them.
-var shardHistoryBudget = 4000
+var shardHistoryBudget = 2000
 
 // WatchShard keeps a shard's membership and runs one ShardWatch over its
 // members. A quiet shard waits on that activity and adds nothing to its
@@ -47,7 +47,8 @@ func WatchShard(ctx workflow.Context, st ShardState) error {
 	}
 	for {
 		s.drain()
-		if s.spent >= shardHistoryBudget || workflow.GetInfo(ctx).GetContinueAsNewSuggested() {
+		info := workflow.GetInfo(ctx)
+		if s.spent >= shardHistoryBudget || info.GetCurrentHistoryLength() >= shardHistoryBudget || info.GetContinueAsNewSuggested() {
 			if s.stop != nil {
 				s.stop()
 			}
@@ -78,7 +79,7 @@ func WatchShard(ctx workflow.Context, st ShardState) error {
 				tctx, cancel := workflow.WithCancel(ctx)
 				stopTimer = cancel
 				sel.AddFuture(workflow.NewTimer(tctx, at.Sub(now)), func(workflow.Future) {})
-				s.spent += 3
+				s.spent += 2
 			}
 		}
 		sel.Select(ctx)
@@ -114,7 +115,7 @@ func (s *shard) drain() {
 // apply takes one arm into the membership; an arm older than the one the
 // shard has is dropped.
 func (s *shard) apply(a ShardArm) {
-	s.spent++
+	s.spent += 4 // the signal, and the workflow task it may cause
 	i := sort.Search(len(s.Members), func(i int) bool { return s.Members[i].Host >= a.Host })
 	here := i < len(s.Members) && s.Members[i].Host == a.Host
 	switch {
