@@ -55,9 +55,13 @@ func TestSupervisionCost(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	lengths := func() []int {
-		out := make([]int, hosts)
+		out := make([]int, hosts, hosts+e.cfg.WatchShards)
 		for i, h := range e.bed.Hosts {
 			out[i] = e.historyLength(ctx, workflows.HostWorkflowID(proc.HostID{IP: h.IP}))
+		}
+		// The shards' histories count too: a quiet shard adds none.
+		for n := range e.cfg.WatchShards {
+			out = append(out, e.historyLength(ctx, workflows.ShardID(e.cfg.WatchQueue(), n)))
 		}
 		return out
 	}

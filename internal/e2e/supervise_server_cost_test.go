@@ -3,6 +3,7 @@
 package e2e
 
 import (
+	"context"
 	"fmt"
 	"net"
 	"os"
@@ -22,15 +23,26 @@ import (
 
 // TestSupervisionServerCost counts what quiet supervision costs the
 // Temporal server, on the dev server's own /metrics: the frontend's
-// service_requests by operation, over a quiet window of three watch
-// heartbeat intervals, for DROVER_COST_HOSTS hosts (default 20) x 2
-// managed processes at a 10 s interval. It reports the requests per
-// second per 1,000 hosts, with the worker's long polls (a fixed cost per
-// worker, whatever its hosts) apart. Run with `make test-scale`.
+// service_requests by operation, over a quiet window of three per-host
+// watch heartbeat intervals, for DROVER_COST_HOSTS hosts (default 20) x
+// DROVER_COST_PROCS managed processes (default 2) at a 10 s interval,
+// watched by DROVER_COST_SHARDS shards (default one per
+// policies.HostsPerShard hosts; 0 is a watch per host). It reports the
+// requests per second per 1,000 hosts, with the worker's long polls (a
+// fixed cost per worker, whatever its hosts) apart, and checks that the
+// quiet window added no history and polled each host once a poll. Run
+// with `make test-scale`.
 func TestSupervisionServerCost(t *testing.T) {
 	hosts, procs := 20, 2
 	if n, err := strconv.Atoi(os.Getenv("DROVER_COST_HOSTS")); err == nil && n > 0 {
 		hosts = n
+	}
+	if n, err := strconv.Atoi(os.Getenv("DROVER_COST_PROCS")); err == nil && n > 0 {
+		procs = n
+	}
+	shards := (hosts + policies.HostsPerShard - 1) / policies.HostsPerShard
+	if n, err := strconv.Atoi(os.Getenv("DROVER_COST_SHARDS")); err == nil && n >= 0 {
+		shards = n
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -44,6 +56,7 @@ func TestSupervisionServerCost(t *testing.T) {
 	e := newEnv(t, hosts)
 	e.cfg.TemporalAddress = own.Address
 	e.cfg.SuperviseInterval = 10 * time.Second
+	e.cfg.WatchShards = shards
 	e.client = e.dial(t)
 	var items []proc.Item
 	for _, h := range e.bed.Hosts {
@@ -65,16 +78,32 @@ func TestSupervisionServerCost(t *testing.T) {
 	// Quiet means every watch is polling and has sent its first
 	// heartbeats: two polls per host, then one heartbeat interval.
 	started := e.worker.SSH.Stats().Execs
-	waitFor(t, 2*time.Minute, "every host's watch polling", func() bool {
+	waitFor(t, 5*time.Minute, "every host's watch polling", func() bool {
 		return e.worker.SSH.Stats().Execs >= started+2*int64(hosts)
 	})
 	time.Sleep(policies.WatchHeartbeatTimeout)
 
+	histories := func() int {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		defer cancel()
+		n := 0
+		for _, h := range e.bed.Hosts {
+			n += e.historyLength(ctx, workflows.HostWorkflowID(proc.HostID{IP: h.IP}))
+		}
+		for i := range shards {
+			n += e.historyLength(ctx, workflows.ShardID(e.cfg.WatchQueue(), i))
+		}
+		return n
+	}
+	events0 := histories()
 	before := frontendRequests(t, metrics)
+	execs0 := e.worker.SSH.Stats().Execs
 	began := time.Now()
 	time.Sleep(3 * policies.WatchHeartbeatTimeout)
 	after := frontendRequests(t, metrics)
+	execs := e.worker.SSH.Stats().Execs - execs0
 	secs := time.Since(began).Seconds()
+	grown := histories() - events0
 
 	var ops []string
 	for op := range after {
@@ -94,10 +123,18 @@ func TestSupervisionServerCost(t *testing.T) {
 		}
 		lines = append(lines, fmt.Sprintf("  %-36s %7.3f/s  %8.1f/s per 1,000 hosts", op, rate, rate*1000/float64(hosts)))
 	}
-	t.Logf("%d hosts x %d processes, %s interval, %s quiet; frontend requests by operation:\n%s", hosts, procs,
-		e.cfg.SuperviseInterval, time.Since(began).Round(time.Second), strings.Join(lines, "\n"))
-	t.Logf("per-host operations: %.3f/s = %.1f/s per 1,000 hosts; the worker's long polls: %.3f/s (per worker, not per host)",
-		perHost, perHost*1000/float64(hosts), polls)
+	perPoll := float64(execs) / (float64(hosts) * secs / e.cfg.SuperviseInterval.Seconds())
+	t.Logf("%d hosts x %d processes, %d shards, %s interval, %.0fs quiet; frontend requests by operation:\n%s", hosts, procs, shards,
+		e.cfg.SuperviseInterval, secs, strings.Join(lines, "\n"))
+	t.Logf("per-host operations: %.3f/s = %.2f/s per 1,000 hosts; the worker's long polls: %.3f/s (per worker, not per host); all: %.2f/s per 1,000 hosts",
+		perHost, perHost*1000/float64(hosts), polls, (perHost+polls)*1000/float64(hosts))
+	t.Logf("SSH execs per host per poll: %.2f; history events added while quiet: %d", perPoll, grown)
+	if grown != 0 {
+		t.Errorf("quiet supervision added %d history events", grown)
+	}
+	if perPoll > 1.1 {
+		t.Errorf("%.2f SSH execs per host per poll, want 1", perPoll)
+	}
 }
 
 var serviceRequest = regexp.MustCompile(`^service_requests\{(.*)\}$`)
