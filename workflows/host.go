@@ -30,6 +30,8 @@ type host struct {
 	// run, which arms again).
 	watchEvents workflow.ReceiveChannel
 	armed       *activities.WatchInput
+	// arming is the arm under way, if any.
+	arming workflow.Future
 }
 
 // maxEvents bounds the events a host keeps; older ones are dropped.

@@ -88,10 +88,13 @@ func (h *host) waitShard(ctx, wctx workflow.Context, sel workflow.Selector, watc
 	now := workflow.Now(ctx)
 	in := h.watchInput(watched)
 	shard := ShardWorkflowID(h.watchQueue(ctx), workflow.GetInfo(ctx).WorkflowExecution.ID, h.Supervision.WatchShards)
-	if (h.armed == nil || h.WatchShard != shard || !reflect.DeepEqual(*h.armed, in)) && !now.Before(h.watchBackoff) {
-		if !h.arm(ctx, shard, in) {
-			return
-		}
+	// One arm at a time, and none waited for: a burst of ops runs at
+	// full speed, and the shard learns only the latest of what changed.
+	if h.arming == nil && (h.armed == nil || h.WatchShard != shard || !reflect.DeepEqual(*h.armed, in)) && !now.Before(h.watchBackoff) {
+		h.arm(ctx, shard, in)
+	}
+	if h.arming != nil {
+		sel.AddFuture(h.arming, func(f workflow.Future) { h.armed1(ctx, f) })
 	}
 	var got *activities.ShardEvents
 	sel.AddReceive(h.watchEvents, func(c workflow.ReceiveChannel, _ bool) {
@@ -135,19 +138,24 @@ func (h *host) waitShard(ctx, wctx workflow.Context, sel workflow.Selector, watc
 
 // arm asks the shard to watch the next generation; the armed input is
 // set first, so the shard's query of it answers this generation.
-func (h *host) arm(ctx workflow.Context, shard string, in activities.WatchInput) bool {
+func (h *host) arm(ctx workflow.Context, shard string, in activities.WatchInput) {
 	if h.WatchShard != "" && h.WatchShard != shard {
 		h.disarm(ctx)
 	}
 	h.WatchGen++
 	h.armed, h.WatchShard = &in, shard
-	if err := h.armShard(ctx, shard, h.WatchGen); err != nil {
+	h.arming = h.armShard(ctx, shard, h.WatchGen)
+}
+
+// armed1 takes the end of an arm: one that failed pauses supervision,
+// and says so, before the host arms again.
+func (h *host) armed1(ctx workflow.Context, f workflow.Future) {
+	h.arming = nil
+	if err := f.Get(ctx, nil); err != nil {
 		h.armed = nil
 		h.watchBackoff = workflow.Now(ctx).Add(policies.WatchFailureBackoff)
-		h.event(ctx, proc.ProcessID{}, EventWatchFailed, oneLine(fmt.Sprintf("supervision paused for %s: its shard %s: %v", policies.WatchFailureBackoff, shard, err)), 0)
-		return false
+		h.event(ctx, proc.ProcessID{}, EventWatchFailed, oneLine(fmt.Sprintf("supervision paused for %s: its shard %s: %v", policies.WatchFailureBackoff, h.WatchShard, err)), 0)
 	}
-	return true
 }
 
 // disarm takes the host out of its shard: nothing is watched, or not by
@@ -156,8 +164,13 @@ func (h *host) disarm(ctx workflow.Context) {
 	if h.WatchShard == "" {
 		return
 	}
+	// An arm still under way lands first, so the disarm is the last word.
+	if h.arming != nil {
+		_ = h.arming.Get(ctx, nil)
+		h.arming = nil
+	}
 	// A shard that missed it asks the host, which answers nothing armed.
-	_ = h.armShard(ctx, h.WatchShard, 0)
+	_ = h.armShard(ctx, h.WatchShard, 0).Get(ctx, nil)
 	h.WatchShard, h.armed = "", nil
 }
 
@@ -169,7 +182,7 @@ func (h *host) watchQueue(ctx workflow.Context) string {
 	return workflow.GetInfo(ctx).TaskQueueName + WatchQueueSuffix
 }
 
-func (h *host) armShard(ctx workflow.Context, shard string, gen int) error {
+func (h *host) armShard(ctx workflow.Context, shard string, gen int) workflow.Future {
 	queue := h.watchQueue(ctx)
 	actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 		StartToCloseTimeout: 30 * time.Second,
@@ -177,7 +190,7 @@ func (h *host) armShard(ctx workflow.Context, shard string, gen int) error {
 	})
 	var d *Dispatcher
 	return workflow.ExecuteActivity(actx, d.ArmWatch, ArmInput{Shard: shard, WatchQueue: queue,
-		Arm: ShardArm{Host: workflow.GetInfo(ctx).WorkflowExecution.ID, Gen: gen}}).Get(ctx, nil)
+		Arm: ShardArm{Host: workflow.GetInfo(ctx).WorkflowExecution.ID, Gen: gen}})
 }
 
 // watchQuery answers the shard watch: the armed generation and its input.

@@ -69,7 +69,17 @@ func TestSupervisionServerCost(t *testing.T) {
 		}
 	}
 	e.startWorker()
-	res := e.runOperate(workflows.OperateInput{TaskID: gseapi.NewTaskID(time.Now()), Op: proc.OpStart, Items: items})
+	// Thousands of starts on two cores take longer than runOperate waits.
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
+	defer cancel()
+	in := workflows.OperateInput{TaskID: gseapi.NewTaskID(time.Now()), Op: proc.OpStart, Items: items}
+	if err := workflows.StartOperate(ctx, e.client, e.cfg.TaskQueue, in); err != nil {
+		t.Fatal(err)
+	}
+	res, err := workflows.WaitOperateAll(ctx, e.client, in.TaskID)
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, r := range res.Results {
 		if r.Code != proc.CodeSuccess {
 			t.Fatalf("start %s: %+v", r.Key, r.HostResult)
@@ -78,7 +88,7 @@ func TestSupervisionServerCost(t *testing.T) {
 	// Quiet means every watch is polling and has sent its first
 	// heartbeats: two polls per host, then one heartbeat interval.
 	started := e.worker.SSH.Stats().Execs
-	waitFor(t, 5*time.Minute, "every host's watch polling", func() bool {
+	waitFor(t, 10*time.Minute, "every host's watch polling", func() bool {
 		return e.worker.SSH.Stats().Execs >= started+2*int64(hosts)
 	})
 	time.Sleep(policies.WatchHeartbeatTimeout)
