@@ -79,7 +79,7 @@ vet:
 	$(GO) vet ./...
 
 staticcheck:
-	@command -v staticcheck >/dev/null 2>&1 || $(GO) install honnef.co/go/tools/cmd/staticcheck@latest
+	@command -v staticcheck >/dev/null 2>&1 || $(GO) install honnef.co/go/tools/cmd/staticcheck@v0.8.2
 	staticcheck ./...
 
 clean:
