@@ -330,14 +330,18 @@ func jsonUnmarshal(s string, v any) error { return json.Unmarshal([]byte(s), v) 
 
 // recordHistory saves a workflow's history as JSON under
 // $DROVER_RECORD_HISTORIES, for the replay tests in workflows/testdata.
-func (e *env) recordHistory(id, name string) {
+func (e *env) recordHistory(id, name string) { e.recordRunHistory(id, "", name) }
+
+// recordRunHistory is recordHistory of one run (the latest when runID is
+// empty), such as a run that continued as new.
+func (e *env) recordRunHistory(id, runID, name string) {
 	dir := os.Getenv("DROVER_RECORD_HISTORIES")
 	if dir == "" {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	it := e.client.GetWorkflowHistory(ctx, id, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	it := e.client.GetWorkflowHistory(ctx, id, runID, false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
 	var h historypb.History
 	for it.HasNext() {
 		ev, err := it.Next()
