@@ -24,7 +24,7 @@ import (
 
 type verbFlags struct {
 	namespace, name, hosts, spec, output string
-	wait, noWait                         bool
+	wait, noWait, plan                   bool
 	timeout                              time.Duration
 }
 
@@ -65,6 +65,7 @@ func newVerbCommands() []*cobra.Command {
 		fl.BoolVar(&f.noWait, "no-wait", false, "print the task id and return")
 		fl.StringVarP(&f.output, "output", "o", "table", "result format: table, wide (status: start time, threads, cmdline), json or yaml")
 		fl.DurationVar(&f.timeout, "timeout", 0, "give up waiting after this long (0: no limit)")
+		fl.BoolVar(&f.plan, "plan", false, "print what each host would run, grouped, and change nothing")
 		if v.op == proc.OpSpecRegister {
 			fl.StringVar(&f.spec, "spec", "", "register_proc_info's spec object, as a JSON or YAML file")
 		}
@@ -83,7 +84,25 @@ func runVerb(cmd *cobra.Command, api string, op proc.OpType, f verbFlags) error 
 	if err != nil {
 		return &ExitError{Code: ExitBadRequest, Err: err}
 	}
-	body, err := verbBody(cfg, api, op, f)
+	inv, err := inventory.Load(cfg.Inventory)
+	if err != nil {
+		return &ExitError{Code: ExitBadRequest, Err: err}
+	}
+	var hosts []inventory.Host
+	var unresolved []string
+	if f.plan {
+		// A plan names every term it could not resolve instead of
+		// refusing the whole selector.
+		hosts, unresolved = selectEach(inv, f.hosts)
+	} else if hosts, err = inv.Select(f.hosts); err != nil {
+		return &ExitError{Code: ExitBadRequest, Err: err}
+	}
+	ctx, cancel := withTimeout(cmd, f.timeout)
+	defer cancel()
+	if f.plan && len(hosts) == 0 {
+		return printPlan(cmd.OutOrStdout(), &gseapi.Task{API: api, Op: op}, nil, unresolved)
+	}
+	body, err := verbBody(api, op, f, hosts)
 	if err != nil {
 		return &ExitError{Code: ExitBadRequest, Err: err}
 	}
@@ -91,8 +110,9 @@ func runVerb(cmd *cobra.Command, api string, op proc.OpType, f verbFlags) error 
 	if err != nil {
 		return &ExitError{Code: ExitBadRequest, Err: err}
 	}
-	ctx, cancel := withTimeout(cmd, f.timeout)
-	defer cancel()
+	if f.plan {
+		return runPlan(ctx, cmd.OutOrStdout(), cfg, task, inv, unresolved)
+	}
 	c, err := dial(cfg)
 	if err != nil {
 		return err
@@ -124,15 +144,7 @@ func runVerb(cmd *cobra.Command, api string, op proc.OpType, f verbFlags) error 
 }
 
 // verbBody builds the documented request body for the selected hosts.
-func verbBody(cfg config.Config, api string, op proc.OpType, f verbFlags) ([]byte, error) {
-	inv, err := inventory.Load(cfg.Inventory)
-	if err != nil {
-		return nil, err
-	}
-	hosts, err := inv.Select(f.hosts)
-	if err != nil {
-		return nil, err
-	}
+func verbBody(api string, op proc.OpType, f verbFlags, hosts []inventory.Host) ([]byte, error) {
 	refs := make([]map[string]any, len(hosts))
 	for i, h := range hosts {
 		refs[i] = map[string]any{"ip": h.IP, "bk_cloud_id": h.CloudID, "bk_supplier_id": h.SupplierID}
