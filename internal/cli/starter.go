@@ -28,6 +28,7 @@ const (
 	ExitBadRequest  = 2 // the request broke a rule; nothing was started
 	ExitUnavailable = 3 // Temporal could not be reached
 	ExitInternal    = 4
+	ExitChanged     = 5 // ensure: some host changed, none failed
 )
 
 // ExitError carries an exit code out of a command.
@@ -55,7 +56,7 @@ func NewStarter(out, errOut io.Writer) *cobra.Command {
 	root.SetOut(out)
 	root.SetErr(errOut)
 	config.AddFlags(root.PersistentFlags())
-	root.AddCommand(newAPICommand(), newResultCommand(), newEventsCommand(), newServeCommand(), newHostsCommand(), newCodecServerCommand(), newPsCommand())
+	root.AddCommand(newAPICommand(), newResultCommand(), newEventsCommand(), newServeCommand(), newHostsCommand(), newCodecServerCommand(), newPsCommand(), newEnsureCommand())
 	root.AddCommand(newVerbCommands()...)
 	return root
 }
