@@ -1,0 +1,348 @@
+package workflows
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/drover-sh/drover/policies"
+	"github.com/drover-sh/drover/proc"
+)
+
+const (
+	RolloutWorkflowName = "Rollout"
+	// RolloutStatusQuery (Rollout) returns a RolloutStatus.
+	RolloutStatusQuery = "rollout-status"
+	// RolloutSignal (to Rollout) carries one of the Rollout* actions.
+	RolloutSignal = "rollout"
+)
+
+// Actions a rollout takes by signal.
+const (
+	RolloutPause   = "pause"
+	RolloutResume  = "resume"
+	RolloutApprove = "approve"
+	RolloutAbort   = "abort"
+)
+
+// RolloutActions lists the signal actions, for callers that check input.
+var RolloutActions = []string{RolloutPause, RolloutResume, RolloutApprove, RolloutAbort}
+
+// Rollout states, as its status and its DroverRolloutState attribute
+// show them.
+const (
+	RolloutRunning         = "running"
+	RolloutPaused          = "paused"
+	RolloutWaitingApproval = "waiting_approval"
+	RolloutAborted         = "aborted"
+	RolloutFailed          = "failed" // stopped: more hosts failed than max_fail allows
+	RolloutDone            = "done"
+)
+
+// RolloutInput is an op over items, run batch by batch.
+type RolloutInput struct {
+	OperateInput
+	Rollout policies.Rollout `json:"rollout"`
+}
+
+// RolloutStatus is a rollout's state and counts.
+type RolloutStatus struct {
+	TaskID string `json:"task_id"`
+	State  string `json:"state"`
+	// Batch is the batch in progress or last run, 1-based; 0 before the first.
+	Batch   int `json:"batch"`
+	Batches int `json:"batches"`
+	Total   int `json:"total"`
+	Done    int `json:"done"`
+	Failed  int `json:"failed"`
+	NotRun  int `json:"not_run"`
+}
+
+// rollout is a Rollout workflow's state.
+type rollout struct {
+	in                                 RolloutInput
+	results                            []proc.HostResult
+	sizes                              []int
+	batch                              int // 1-based; 0 before the first
+	paused, approved, aborted, waiting bool
+	final                              string
+	// published is the state and batch last put in the search attributes.
+	published string
+}
+
+// Rollout runs an op over its items in batches: the canary first, then
+// batches of rollout.batch hosts, each one the Operate op on its slice of
+// items. It stops before the next batch once more hosts have failed than
+// max_fail allows, or on abort; hosts it never reached answer 9109. A
+// batch's hosts count as failed when their op fails, or when the process
+// is not alive and healthy for min_healthy after it.
+func Rollout(ctx workflow.Context, in RolloutInput) (OperateResult, error) {
+	ro := &rollout{in: in, results: make([]proc.HostResult, len(in.Items)), sizes: policies.Batches(len(in.Items), in.Rollout)}
+	ro.published = fmt.Sprintf("%s/0", RolloutRunning) // as the task was started
+	for i := range ro.results {
+		ro.results[i] = proc.Pending()
+	}
+	if err := workflow.SetQueryHandler(ctx, ProgressQuery, func() (OperateResult, error) { return ro.snapshot(), nil }); err != nil {
+		return OperateResult{}, err
+	}
+	if err := workflow.SetQueryHandler(ctx, RolloutStatusQuery, func() (RolloutStatus, error) { return ro.status(), nil }); err != nil {
+		return OperateResult{}, err
+	}
+	signals := workflow.GetSignalChannel(ctx, RolloutSignal)
+	workflow.Go(ctx, func(ctx workflow.Context) {
+		for {
+			var action string
+			signals.Receive(ctx, &action)
+			ro.act(action)
+			ro.publish(ctx)
+		}
+	})
+	start := 0
+	for b, n := range ro.sizes {
+		// A pause asked for during the last batch holds here.
+		ro.publish(ctx)
+		_ = workflow.Await(ctx, func() bool { return !ro.paused || ro.aborted })
+		if ro.aborted {
+			break
+		}
+		ro.batch = b + 1
+		ro.publish(ctx)
+		ro.runBatch(ctx, start, start+n)
+		start += n
+		after := policies.AfterBatch(in.Rollout, b, len(ro.sizes), ro.failed(), len(in.Items))
+		if after.Stop {
+			ro.final = RolloutFailed
+			break
+		}
+		if after.Done {
+			break
+		}
+		if after.WaitForApproval {
+			ro.waiting = true
+			ro.publish(ctx)
+			_ = workflow.Await(ctx, func() bool { return ro.aborted || ro.approved })
+			ro.waiting = false
+		}
+		if after.Pause > 0 && !ro.aborted {
+			_, _ = workflow.AwaitWithTimeout(ctx, after.Pause, func() bool { return ro.aborted })
+		}
+	}
+	why := "stopped past its max_fail"
+	if ro.aborted && ro.final == "" {
+		why = "aborted"
+	}
+	for i := range ro.results {
+		if ro.results[i].Code == proc.CodeRunning {
+			ro.results[i] = proc.Fail(proc.CodeNotRun, "not run: the rollout was %s before this host's batch", why)
+		}
+	}
+	switch {
+	case ro.final != "":
+	case ro.aborted:
+		ro.final = RolloutAborted
+	default:
+		ro.final = RolloutDone
+	}
+	ro.publish(ctx)
+	if in.Indexed {
+		outcome, failed := outcomeOf(ro.results)
+		_ = workflow.UpsertTypedSearchAttributes(ctx, SAOutcome.ValueSet(outcome), SAFailedHost.ValueSet(failed))
+	}
+	return ro.snapshot(), nil
+}
+
+// act applies one signal. Approval is remembered: one sent early is not
+// lost. Unknown actions are ignored; callers check them before sending.
+func (ro *rollout) act(action string) {
+	switch action {
+	case RolloutPause:
+		ro.paused = true
+	case RolloutResume:
+		ro.paused = false
+	case RolloutApprove:
+		ro.approved = true
+	case RolloutAbort:
+		ro.aborted = true
+	}
+}
+
+func (ro *rollout) state() string {
+	switch {
+	case ro.final != "":
+		return ro.final
+	case ro.aborted:
+		return RolloutAborted
+	case ro.paused:
+		return RolloutPaused
+	case ro.waiting:
+		return RolloutWaitingApproval
+	}
+	return RolloutRunning
+}
+
+// publish puts the state and batch in the search attributes when they
+// changed, for a task started with them.
+func (ro *rollout) publish(ctx workflow.Context) {
+	now := fmt.Sprintf("%s/%d", ro.state(), ro.batch)
+	if !ro.in.Indexed || now == ro.published {
+		return
+	}
+	ro.published = now
+	_ = workflow.UpsertTypedSearchAttributes(ctx, SARolloutState.ValueSet(ro.state()), SARolloutBatch.ValueSet(int64(ro.batch)))
+}
+
+// runBatch runs the op on items [start, end) as child Operate workflows
+// of at most ChunkSize items (so each returns its results), then holds
+// the batch to its health gate.
+func (ro *rollout) runBatch(ctx workflow.Context, start, end int) {
+	self := workflow.GetInfo(ctx).WorkflowExecution.ID
+	type part struct {
+		start, end int
+		fut        workflow.ChildWorkflowFuture
+	}
+	var parts []part
+	for s := start; s < end; s += policies.ChunkSize {
+		e := min(s+policies.ChunkSize, end)
+		id := fmt.Sprintf("%s/batch-%d", self, ro.batch)
+		if end-start > policies.ChunkSize {
+			id = fmt.Sprintf("%s-%d", id, len(parts))
+		}
+		cctx := workflow.WithChildOptions(ctx, workflow.ChildWorkflowOptions{WorkflowID: id})
+		parts = append(parts, part{s, e, workflow.ExecuteChildWorkflow(cctx, Operate, OperateInput{
+			TaskID: ro.in.TaskID, Op: ro.in.Op, Manage: ro.in.Manage, Items: ro.in.Items[s:e], Offset: ro.in.Offset + s,
+		})})
+	}
+	for _, p := range parts {
+		var res OperateResult
+		if err := p.fut.Get(ctx, &res); err != nil {
+			for i := p.start; i < p.end; i++ {
+				ro.results[i] = proc.HostResult{Code: proc.CodeInternal, Message: oneLine(fmt.Sprintf("batch %d failed: %v", ro.batch, err))}
+			}
+			continue
+		}
+		for i, r := range res.Results {
+			if p.start+i < p.end {
+				ro.results[p.start+i] = r.HostResult
+			}
+		}
+	}
+	if ro.in.Rollout.MinHealthy > 0 && ro.in.Op != proc.OpStatus {
+		ro.healthGate(ctx, start, end)
+	}
+}
+
+// healthGate checks the batch's hosts whose op succeeded, at once and then
+// every few seconds until min_healthy has passed since the op: the first
+// check that finds one dead or unhealthy fails it. Checks are status
+// probes, which only read.
+func (ro *rollout) healthGate(ctx workflow.Context, start, end int) {
+	minHealthy := ro.in.Rollout.MinHealthy
+	every := policies.HealthCheckEvery(minHealthy)
+	actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		StartToCloseTimeout: policies.StatusBatchDeadline,
+		HeartbeatTimeout:    policies.HeartbeatTimeout,
+		RetryPolicy:         &temporal.RetryPolicy{InitialInterval: time.Second, MaximumAttempts: 3},
+	})
+	began := workflow.Now(ctx)
+	for {
+		var items []proc.Item
+		var index []int
+		for i := start; i < end; i++ {
+			if ro.results[i].Code == proc.CodeSuccess {
+				items = append(items, ro.in.Items[i])
+				index = append(index, i)
+			}
+		}
+		if len(items) == 0 {
+			return
+		}
+		ro.checkHealth(ctx, actx, items, index)
+		waited := workflow.Now(ctx).Sub(began)
+		if waited >= minHealthy {
+			return
+		}
+		_ = workflow.Sleep(ctx, min(every, minHealthy-waited))
+	}
+}
+
+// checkHealth probes items in StatusBatch-sized activities and fails the
+// hosts found dead or unhealthy.
+func (ro *rollout) checkHealth(ctx, actx workflow.Context, items []proc.Item, index []int) {
+	var d *Dispatcher
+	var futs []workflow.Future
+	for s := 0; s < len(items); s += policies.StatusBatch {
+		e := min(s+policies.StatusBatch, len(items))
+		futs = append(futs, workflow.ExecuteActivity(actx, d.Status, StatusInput{TaskID: ro.in.TaskID, Items: items[s:e]}))
+	}
+	for n, f := range futs {
+		var replies []HostReply
+		if err := f.Get(ctx, &replies); err != nil {
+			continue // no answer is no evidence: the next check decides
+		}
+		for _, r := range replies {
+			k := n*policies.StatusBatch + r.Index
+			if k < 0 || k >= len(index) {
+				continue
+			}
+			if why := unhealthy(r.Result); why != "" {
+				ro.results[index[k]] = proc.Fail(proc.CodeUnhealthy, "%s within min_healthy %s after the op", why, ro.in.Rollout.MinHealthy)
+			}
+		}
+	}
+}
+
+// unhealthy says why a status result is not alive and healthy, or "".
+func unhealthy(r proc.HostResult) string {
+	if r.Code != proc.CodeSuccess {
+		return fmt.Sprintf("status answered %d (%s)", int(r.Code), r.Message)
+	}
+	var c proc.StatusContent
+	if json.Unmarshal([]byte(r.Content), &c) != nil || len(c.Process) == 0 || len(c.Process[0].Instance) == 0 {
+		return ""
+	}
+	if c.Process[0].Instance[0].Health != "1" {
+		return "health_cmd failed"
+	}
+	return ""
+}
+
+func (ro *rollout) failed() int {
+	n := 0
+	for _, r := range ro.results {
+		if r.Code != proc.CodeSuccess && r.Code != proc.CodeRunning {
+			n++
+		}
+	}
+	return n
+}
+
+func (ro *rollout) status() RolloutStatus {
+	st := RolloutStatus{TaskID: ro.in.TaskID, State: ro.state(), Batch: ro.batch, Batches: len(ro.sizes), Total: len(ro.results)}
+	for _, r := range ro.results {
+		switch r.Code {
+		case proc.CodeRunning:
+			continue
+		case proc.CodeNotRun:
+			st.NotRun++
+		case proc.CodeSuccess:
+		default:
+			st.Failed++
+		}
+		st.Done++
+	}
+	return st
+}
+
+func (ro *rollout) snapshot() OperateResult {
+	out := OperateResult{TaskID: ro.in.TaskID, Total: len(ro.results), Results: make([]KeyedResult, len(ro.results))}
+	for i, it := range ro.in.Items {
+		out.Results[i] = KeyedResult{Key: it.Key(), AgentID: it.Target.AgentID, HostResult: ro.results[i]}
+		if ro.results[i].Code != proc.CodeRunning {
+			out.Done++
+		}
+	}
+	return out
+}

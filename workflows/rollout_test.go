@@ -1,0 +1,197 @@
+package workflows
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/mock"
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/log"
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/testsuite"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/drover-sh/drover/policies"
+	"github.com/drover-sh/drover/proc"
+)
+
+// rolloutEnv runs Rollout with its batches' Operate children faked: items
+// whose index is in failing fail with 65535. It records each batch's
+// offset and size, and the states put in the search attributes.
+type rolloutEnv struct {
+	*testsuite.TestWorkflowEnvironment
+	batches [][2]int
+	states  []string
+}
+
+func newRolloutEnv(t *testing.T, failing map[int]bool) *rolloutEnv {
+	var s testsuite.WorkflowTestSuite
+	s.SetLogger(log.NewStructuredLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
+	re := &rolloutEnv{TestWorkflowEnvironment: s.NewTestWorkflowEnvironment()}
+	re.RegisterWorkflowWithOptions(Rollout, workflow.RegisterOptions{Name: RolloutWorkflowName})
+	re.RegisterWorkflowWithOptions(Operate, workflow.RegisterOptions{Name: OperateWorkflowName})
+	re.OnWorkflow(OperateWorkflowName, mock.Anything, mock.Anything).Return(func(_ workflow.Context, in OperateInput) (OperateResult, error) {
+		re.batches = append(re.batches, [2]int{in.Offset, len(in.Items)})
+		out := OperateResult{TaskID: in.TaskID, Total: len(in.Items), Done: len(in.Items)}
+		for i, it := range in.Items {
+			r := proc.HostResult{Code: proc.CodeSuccess, Message: "success"}
+			if failing[in.Offset+i] {
+				r = proc.Fail(proc.CodeCommandFailed, "start command exited 1 with no output")
+			}
+			out.Results = append(out.Results, KeyedResult{Key: it.Key(), HostResult: r})
+		}
+		return out, nil
+	})
+	re.OnUpsertTypedSearchAttributes(mock.Anything).Return(nil).Run(func(args mock.Arguments) {
+		// Each batch is an upsert too: keep the changes of state.
+		st, ok := args.Get(0).(temporal.SearchAttributes).GetKeyword(SARolloutState)
+		if ok && (len(re.states) == 0 || re.states[len(re.states)-1] != st) {
+			re.states = append(re.states, st)
+		}
+	})
+	return re
+}
+
+func rolloutItems(n int) []proc.Item {
+	items := make([]proc.Item, n)
+	for i := range items {
+		items[i] = proc.Item{Target: proc.Target{IP: fmt.Sprintf("10.0.0.%d", i+1)}, Process: proc.ProcessID{Namespace: "ns", Name: "p"}}
+	}
+	return items
+}
+
+func (re *rolloutEnv) run(t *testing.T, n int, r policies.Rollout) OperateResult {
+	t.Helper()
+	re.ExecuteWorkflow(RolloutWorkflowName, RolloutInput{OperateInput: OperateInput{TaskID: "GSETASK:1", Op: proc.OpStart, Items: rolloutItems(n), Indexed: true}, Rollout: r})
+	if err := re.GetWorkflowError(); err != nil {
+		t.Fatal(err)
+	}
+	var res OperateResult
+	if err := re.GetWorkflowResult(&res); err != nil {
+		t.Fatal(err)
+	}
+	return res
+}
+
+func codes(res OperateResult) []proc.Code {
+	out := make([]proc.Code, len(res.Results))
+	for i, r := range res.Results {
+		out[i] = r.Code
+	}
+	return out
+}
+
+// TestRolloutStopsPastBudget: 20 hosts, canary 1, batches of 5, max_fail
+// 2, hosts 2, 3 and 7 failing: the third batch crosses the budget, and
+// the 9 hosts after it are never run and answer 9109.
+func TestRolloutStopsPastBudget(t *testing.T) {
+	re := newRolloutEnv(t, map[int]bool{2: true, 3: true, 7: true})
+	res := re.run(t, 20, policies.Rollout{Canary: 1, Batch: policies.Size{Count: 5}, MaxFail: policies.Size{Count: 2}})
+	if fmt.Sprint(re.batches) != "[[0 1] [1 5] [6 5]]" {
+		t.Fatalf("batches run (offset, size): %v", re.batches)
+	}
+	for i, c := range codes(res) {
+		want := proc.CodeSuccess
+		switch {
+		case i == 2 || i == 3 || i == 7:
+			want = proc.CodeCommandFailed
+		case i >= 11:
+			want = proc.CodeNotRun
+		}
+		if c != want {
+			t.Fatalf("host %d answers %d, want %d (all: %v)", i, c, want, codes(res))
+		}
+	}
+	if last := re.states[len(re.states)-1]; last != RolloutFailed {
+		t.Fatalf("final state %q (states %v), want %q", last, re.states, RolloutFailed)
+	}
+}
+
+// TestRolloutWaitsForApproval: after the canary the rollout holds, a day
+// or more if need be, then runs the rest on approve.
+func TestRolloutWaitsForApproval(t *testing.T) {
+	re := newRolloutEnv(t, nil)
+	var during RolloutStatus
+	re.RegisterDelayedCallback(func() {
+		v, err := re.QueryWorkflow(RolloutStatusQuery)
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		_ = v.Get(&during)
+		re.SignalWorkflow(RolloutSignal, RolloutApprove)
+	}, 30*time.Hour)
+	res := re.run(t, 6, policies.Rollout{Canary: 1, Batch: policies.Size{Count: 5}, ApproveAfterCanary: true})
+	if during.State != RolloutWaitingApproval || during.Batch != 1 || during.Done != 1 {
+		t.Fatalf("status a day after the canary: %+v, want waiting_approval after batch 1 with 1 done", during)
+	}
+	if fmt.Sprint(re.batches) != "[[0 1] [1 5]]" || fmt.Sprint(codes(res)) != "[0 0 0 0 0 0]" {
+		t.Fatalf("batches %v, codes %v", re.batches, codes(res))
+	}
+	if fmt.Sprint(re.states) != "[running waiting_approval running done]" {
+		t.Fatalf("states %v", re.states)
+	}
+}
+
+// TestRolloutAbortAndPause: a pause holds the rollout before its next
+// batch even once approved; an abort ends it, and the hosts it never
+// reached answer 9109 saying so.
+func TestRolloutAbortAndPause(t *testing.T) {
+	re := newRolloutEnv(t, nil)
+	var paused RolloutStatus
+	re.RegisterDelayedCallback(func() { re.SignalWorkflow(RolloutSignal, RolloutPause) }, time.Minute)
+	re.RegisterDelayedCallback(func() { re.SignalWorkflow(RolloutSignal, RolloutApprove) }, 2*time.Minute)
+	re.RegisterDelayedCallback(func() {
+		v, _ := re.QueryWorkflow(RolloutStatusQuery)
+		_ = v.Get(&paused)
+		re.SignalWorkflow(RolloutSignal, RolloutAbort)
+	}, time.Hour)
+	res := re.run(t, 4, policies.Rollout{Canary: 1, Batch: policies.Size{Count: 1}, ApproveAfterCanary: true})
+	if paused.State != RolloutPaused || paused.Batch != 1 {
+		t.Fatalf("status while paused after approval: %+v", paused)
+	}
+	if fmt.Sprint(re.batches) != "[[0 1]]" || fmt.Sprint(codes(res)) != "[0 9109 9109 9109]" {
+		t.Fatalf("batches %v, codes %v", re.batches, codes(res))
+	}
+	if msg := res.Results[1].Message; msg != "not run: the rollout was aborted before this host's batch" {
+		t.Fatalf("not-run message %q", msg)
+	}
+	if last := re.states[len(re.states)-1]; last != RolloutAborted {
+		t.Fatalf("states %v, want it to end aborted", re.states)
+	}
+}
+
+// TestRolloutHealthGate: a host whose process dies within min_healthy
+// after a successful op counts as failed (9108), and spends the budget.
+func TestRolloutHealthGate(t *testing.T) {
+	re := newRolloutEnv(t, nil)
+	checks := 0
+	re.RegisterActivityWithOptions(func(_ context.Context, in StatusInput) ([]HostReply, error) {
+		checks++
+		out := make([]HostReply, len(in.Items))
+		for i, it := range in.Items {
+			r := proc.HostResult{Code: proc.CodeSuccess, Message: "success",
+				Content: `{"process":[{"procname":"p","instance":[{"health":"1"}]}]}`}
+			switch {
+			case it.Target.IP == "10.0.0.2" && checks >= 2: // dies after the first check
+				r = proc.HostResult{Code: proc.CodeNotRunning, Message: "process(p) is not running"}
+			case it.Target.IP == "10.0.0.3": // alive, its health_cmd failing
+				r.Content = `{"process":[{"procname":"p","instance":[{"health":"0"}]}]}`
+			}
+			out[i] = HostReply{Index: in.Offset + i, Result: r}
+		}
+		return out, nil
+	}, activity.RegisterOptions{Name: "Status"})
+	res := re.run(t, 5, policies.Rollout{Batch: policies.Size{Count: 3}, MaxFail: policies.Size{Count: 1}, MinHealthy: 30 * time.Second})
+	got := codes(res)
+	if fmt.Sprint(got) != "[0 9108 9108 9109 9109]" {
+		t.Fatalf("codes %v, want the dead and the unhealthy host 9108 and the rest not run", got)
+	}
+	if checks < 2 {
+		t.Fatalf("%d health checks over min_healthy 30s", checks)
+	}
+}
