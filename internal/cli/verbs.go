@@ -18,6 +18,7 @@ import (
 	"github.com/drover-sh/drover/gseapi"
 	"github.com/drover-sh/drover/internal/config"
 	"github.com/drover-sh/drover/inventory"
+	"github.com/drover-sh/drover/policies"
 	"github.com/drover-sh/drover/proc"
 	"github.com/drover-sh/drover/workflows"
 )
@@ -26,6 +27,7 @@ type verbFlags struct {
 	namespace, name, hosts, spec, output string
 	wait, noWait, plan                   bool
 	timeout                              time.Duration
+	rollout                              rolloutFlags
 }
 
 // verbs maps the ergonomic commands to what they send.
@@ -66,6 +68,9 @@ func newVerbCommands() []*cobra.Command {
 		fl.StringVarP(&f.output, "output", "o", "table", "result format: table, wide (status: start time, threads, cmdline), json or yaml")
 		fl.DurationVar(&f.timeout, "timeout", 0, "give up waiting after this long (0: no limit)")
 		fl.BoolVar(&f.plan, "plan", false, "print what each host would run, grouped, and change nothing")
+		if gseapi.RolloutOp(v.op) == nil {
+			f.rollout.add(fl)
+		}
 		if v.op == proc.OpSpecRegister {
 			fl.StringVar(&f.spec, "spec", "", "register_proc_info's spec object, as a JSON or YAML file")
 		}
@@ -113,17 +118,33 @@ func runVerb(cmd *cobra.Command, api string, op proc.OpType, f verbFlags) error 
 	if f.plan {
 		return runPlan(ctx, cmd.OutOrStdout(), cfg, task, inv, unresolved)
 	}
+	var roll policies.Rollout
+	rolling := false
+	if f.rollout.fs != nil {
+		if roll, rolling, err = f.rollout.policy(op); err != nil {
+			return &ExitError{Code: ExitBadRequest, Err: err}
+		}
+	}
 	c, err := dial(cfg)
 	if err != nil {
 		return err
 	}
 	defer c.Close()
 	eng := &workflows.Engine{Client: c, TaskQueue: cfg.TaskQueue}
-	id, err := eng.Start(ctx, task)
+	wait := f.wait || (!f.noWait && isTerminal(cmd.ErrOrStderr())) || gseapi.Synchronous(api)
+	var id string
+	if rolling {
+		id, err = eng.StartRollout(ctx, task, roll)
+	} else {
+		id, err = eng.Start(ctx, task)
+	}
 	if err != nil {
 		return &ExitError{Code: ExitUnavailable, Err: err}
 	}
-	wait := f.wait || (!f.noWait && isTerminal(cmd.ErrOrStderr())) || gseapi.Synchronous(api)
+	if rolling && wait {
+		// Waiting may last as long as an approval does: say how to steer it.
+		fmt.Fprintf(cmd.ErrOrStderr(), "rollout %s: `starter rollout status|pause|resume|approve|abort %s`\n", id, id)
+	}
 	if !wait {
 		fmt.Fprintln(cmd.OutOrStdout(), id)
 		return nil
