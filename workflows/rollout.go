@@ -66,6 +66,7 @@ type rollout struct {
 	in                                 RolloutInput
 	results                            []proc.HostResult
 	sizes                              []int
+	chunks                             []rolloutChunk
 	batch                              int // 1-based; 0 before the first
 	paused, approved, aborted, waiting bool
 	final                              string
@@ -80,12 +81,15 @@ type rollout struct {
 // batch's hosts count as failed when their op fails, or when the process
 // is not alive and healthy for min_healthy after it.
 func Rollout(ctx workflow.Context, in RolloutInput) (OperateResult, error) {
-	ro := &rollout{in: in, results: make([]proc.HostResult, len(in.Items)), sizes: policies.Batches(len(in.Items), in.Rollout)}
+	ro := &rollout{in: in, results: pendingResults(len(in.Items)), sizes: policies.Batches(len(in.Items), in.Rollout)}
 	ro.published = fmt.Sprintf("%s/0", RolloutRunning) // as the task was started
-	for i := range ro.results {
-		ro.results[i] = proc.Pending()
-	}
+	ro.chunks = planChunks(workflow.GetInfo(ctx).WorkflowExecution.ID, ro.sizes)
 	if err := workflow.SetQueryHandler(ctx, ProgressQuery, func() (OperateResult, error) { return ro.snapshot(), nil }); err != nil {
+		return OperateResult{}, err
+	}
+	// A chunk not recorded yet is answered from the rollout's own state,
+	// so every key is answered from the first poll on.
+	if err := workflow.SetQueryHandler(ctx, ChunkPendingQuery, func(n int) ([]KeyedResult, error) { return ro.chunkResults(n), nil }); err != nil {
 		return OperateResult{}, err
 	}
 	if err := workflow.SetQueryHandler(ctx, RolloutStatusQuery, func() (RolloutStatus, error) { return ro.status(), nil }); err != nil {
@@ -100,8 +104,7 @@ func Rollout(ctx workflow.Context, in RolloutInput) (OperateResult, error) {
 			ro.publish(ctx)
 		}
 	})
-	start := 0
-	for b, n := range ro.sizes {
+	for b := range ro.sizes {
 		// A pause asked for during the last batch holds here.
 		ro.publish(ctx)
 		_ = workflow.Await(ctx, func() bool { return !ro.paused || ro.aborted })
@@ -110,8 +113,7 @@ func Rollout(ctx workflow.Context, in RolloutInput) (OperateResult, error) {
 		}
 		ro.batch = b + 1
 		ro.publish(ctx)
-		ro.runBatch(ctx, start, start+n)
-		start += n
+		ro.runBatch(ctx)
 		after := policies.AfterBatch(in.Rollout, b, len(ro.sizes), ro.failed(), len(in.Items))
 		if after.Stop {
 			ro.final = RolloutFailed
@@ -139,6 +141,7 @@ func Rollout(ctx workflow.Context, in RolloutInput) (OperateResult, error) {
 			ro.results[i] = proc.Fail(proc.CodeNotRun, "not run: the rollout was %s before this host's batch", why)
 		}
 	}
+	ro.record(ctx, func(rolloutChunk) bool { return true })
 	switch {
 	case ro.final != "":
 	case ro.aborted:
@@ -194,44 +197,46 @@ func (ro *rollout) publish(ctx workflow.Context) {
 	_ = workflow.UpsertTypedSearchAttributes(ctx, SARolloutState.ValueSet(ro.state()), SARolloutBatch.ValueSet(int64(ro.batch)))
 }
 
-// runBatch runs the op on items [start, end) as child Operate workflows
-// of at most ChunkSize items (so each returns its results), then holds
-// the batch to its health gate.
-func (ro *rollout) runBatch(ctx workflow.Context, start, end int) {
-	self := workflow.GetInfo(ctx).WorkflowExecution.ID
+// runBatch runs the op on the batch's chunks as child Operate workflows,
+// then holds the batch to its health gate and records its results.
+func (ro *rollout) runBatch(ctx workflow.Context) {
 	type part struct {
-		start, end int
-		fut        workflow.ChildWorkflowFuture
+		c   rolloutChunk
+		fut workflow.ChildWorkflowFuture
 	}
 	var parts []part
-	for s := start; s < end; s += policies.ChunkSize {
-		e := min(s+policies.ChunkSize, end)
-		id := fmt.Sprintf("%s/batch-%d", self, ro.batch)
-		if end-start > policies.ChunkSize {
-			id = fmt.Sprintf("%s-%d", id, len(parts))
+	start, end := -1, 0
+	for _, c := range ro.chunks {
+		if c.Batch != ro.batch {
+			continue
 		}
-		cctx := workflow.WithChildOptions(ctx, workflow.ChildWorkflowOptions{WorkflowID: id})
-		parts = append(parts, part{s, e, workflow.ExecuteChildWorkflow(cctx, Operate, OperateInput{
-			TaskID: ro.in.TaskID, Op: ro.in.Op, Manage: ro.in.Manage, Items: ro.in.Items[s:e], Offset: ro.in.Offset + s,
+		if start < 0 {
+			start = c.Start
+		}
+		end = c.End
+		cctx := workflow.WithChildOptions(ctx, workflow.ChildWorkflowOptions{WorkflowID: c.ID + "/op"})
+		parts = append(parts, part{c, workflow.ExecuteChildWorkflow(cctx, Operate, OperateInput{
+			TaskID: ro.in.TaskID, Op: ro.in.Op, Manage: ro.in.Manage, Items: ro.in.Items[c.Start:c.End], Offset: ro.in.Offset + c.Start,
 		})})
 	}
 	for _, p := range parts {
 		var res OperateResult
 		if err := p.fut.Get(ctx, &res); err != nil {
-			for i := p.start; i < p.end; i++ {
+			for i := p.c.Start; i < p.c.End; i++ {
 				ro.results[i] = proc.HostResult{Code: proc.CodeInternal, Message: oneLine(fmt.Sprintf("batch %d failed: %v", ro.batch, err))}
 			}
 			continue
 		}
 		for i, r := range res.Results {
-			if p.start+i < p.end {
-				ro.results[p.start+i] = r.HostResult
+			if p.c.Start+i < p.c.End {
+				ro.results[p.c.Start+i] = r.HostResult
 			}
 		}
 	}
-	if ro.in.Rollout.MinHealthy > 0 && ro.in.Op != proc.OpStatus {
+	if start >= 0 && ro.in.Rollout.MinHealthy > 0 && ro.in.Op != proc.OpStatus {
 		ro.healthGate(ctx, start, end)
 	}
+	ro.record(ctx, func(c rolloutChunk) bool { return c.Batch == ro.batch })
 }
 
 // healthGate checks the batch's hosts whose op succeeded, at once and then
@@ -336,11 +341,15 @@ func (ro *rollout) status() RolloutStatus {
 	return st
 }
 
+// snapshot is the rollout's result and progress answer: its chunks, so it
+// stays small whatever the fleet. get_proc_operate_result reads each.
 func (ro *rollout) snapshot() OperateResult {
-	out := OperateResult{TaskID: ro.in.TaskID, Total: len(ro.results), Results: make([]KeyedResult, len(ro.results))}
-	for i, it := range ro.in.Items {
-		out.Results[i] = KeyedResult{Key: it.Key(), AgentID: it.Target.AgentID, HostResult: ro.results[i]}
-		if ro.results[i].Code != proc.CodeRunning {
+	out := OperateResult{TaskID: ro.in.TaskID, Total: len(ro.results), Chunks: make([]string, len(ro.chunks))}
+	for i, c := range ro.chunks {
+		out.Chunks[i] = c.ID
+	}
+	for _, r := range ro.results {
+		if r.Code != proc.CodeRunning {
 			out.Done++
 		}
 	}

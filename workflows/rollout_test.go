@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"sort"
 	"testing"
 	"time"
 
@@ -26,14 +27,21 @@ type rolloutEnv struct {
 	*testsuite.TestWorkflowEnvironment
 	batches [][2]int
 	states  []string
+	// recorded is each RolloutChunk workflow's results, by workflow id.
+	recorded map[string][]KeyedResult
 }
 
 func newRolloutEnv(t *testing.T, failing map[int]bool) *rolloutEnv {
 	var s testsuite.WorkflowTestSuite
 	s.SetLogger(log.NewStructuredLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
-	re := &rolloutEnv{TestWorkflowEnvironment: s.NewTestWorkflowEnvironment()}
+	re := &rolloutEnv{TestWorkflowEnvironment: s.NewTestWorkflowEnvironment(), recorded: map[string][]KeyedResult{}}
 	re.RegisterWorkflowWithOptions(Rollout, workflow.RegisterOptions{Name: RolloutWorkflowName})
+	re.RegisterWorkflowWithOptions(RolloutChunk, workflow.RegisterOptions{Name: RolloutChunkWorkflowName})
 	re.RegisterWorkflowWithOptions(Operate, workflow.RegisterOptions{Name: OperateWorkflowName})
+	re.OnWorkflow(RolloutChunkWorkflowName, mock.Anything, mock.Anything).Return(func(ctx workflow.Context, in RolloutChunkInput) (OperateResult, error) {
+		re.recorded[workflow.GetInfo(ctx).WorkflowExecution.ID] = in.Results
+		return OperateResult{}, nil
+	})
 	re.OnWorkflow(OperateWorkflowName, mock.Anything, mock.Anything).Return(func(_ workflow.Context, in OperateInput) (OperateResult, error) {
 		re.batches = append(re.batches, [2]int{in.Offset, len(in.Items)})
 		out := OperateResult{TaskID: in.TaskID, Total: len(in.Items), Done: len(in.Items)}
@@ -64,6 +72,8 @@ func rolloutItems(n int) []proc.Item {
 	return items
 }
 
+// run executes the rollout and returns every host's result, read from the
+// chunks its result names, as get_proc_operate_result reads them.
 func (re *rolloutEnv) run(t *testing.T, n int, r policies.Rollout) OperateResult {
 	t.Helper()
 	re.ExecuteWorkflow(RolloutWorkflowName, RolloutInput{OperateInput: OperateInput{TaskID: "GSETASK:1", Op: proc.OpStart, Items: rolloutItems(n), Indexed: true}, Rollout: r})
@@ -73,6 +83,19 @@ func (re *rolloutEnv) run(t *testing.T, n int, r policies.Rollout) OperateResult
 	var res OperateResult
 	if err := re.GetWorkflowResult(&res); err != nil {
 		t.Fatal(err)
+	}
+	if len(res.Results) != 0 || res.Done != n || res.Total != n {
+		t.Fatalf("the rollout's own result holds %d results, done %d of %d; want only its chunks", len(res.Results), res.Done, res.Total)
+	}
+	for _, id := range res.Chunks {
+		got, ok := re.recorded[id]
+		if !ok {
+			t.Fatalf("chunk %s was never recorded (chunks %v)", id, res.Chunks)
+		}
+		res.Results = append(res.Results, got...)
+	}
+	if len(res.Results) != n {
+		t.Fatalf("the chunks hold %d results for %d hosts", len(res.Results), n)
 	}
 	return res
 }
@@ -193,5 +216,29 @@ func TestRolloutHealthGate(t *testing.T) {
 	}
 	if checks < 2 {
 		t.Fatalf("%d health checks over min_healthy 30s", checks)
+	}
+}
+
+// TestRolloutLargeBatchesSplit: batches larger than ChunkSize run as
+// several Operate children, and the result names one chunk per child.
+func TestRolloutLargeBatchesSplit(t *testing.T) {
+	re := newRolloutEnv(t, nil)
+	n := 2*policies.ChunkSize + 203
+	res := re.run(t, n, policies.Rollout{Batch: policies.Size{Percent: 50}})
+	half := (n + 1) / 2
+	want := fmt.Sprint([][2]int{{0, policies.ChunkSize}, {policies.ChunkSize, half - policies.ChunkSize},
+		{half, policies.ChunkSize}, {half + policies.ChunkSize, n - half - policies.ChunkSize}})
+	// A batch's children run at once: compare them in offset order.
+	sort.Slice(re.batches, func(i, j int) bool { return re.batches[i][0] < re.batches[j][0] })
+	if fmt.Sprint(re.batches) != want {
+		t.Fatalf("children (offset, size) %v, want %s", re.batches, want)
+	}
+	if fmt.Sprint(res.Chunks) != "[default-test-workflow-id/batch-1-0 default-test-workflow-id/batch-1-1 default-test-workflow-id/batch-2-0 default-test-workflow-id/batch-2-1]" {
+		t.Fatalf("chunks %v", res.Chunks)
+	}
+	for i, r := range res.Results {
+		if r.Code != proc.CodeSuccess || r.Key != rolloutItems(n)[i].Key() {
+			t.Fatalf("result %d: %s %d", i, r.Key, r.Code)
+		}
 	}
 }
