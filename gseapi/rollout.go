@@ -76,12 +76,12 @@ func DecodeRollout(body []byte) (*Task, policies.Rollout, error) {
 	if rj.MinHealthy < 0 || rj.Pause < 0 {
 		return nil, policies.Rollout{}, fieldErr("rollout", "min_healthy and pause are seconds, 0 or more")
 	}
-	if err := r.Validate(""); err != nil {
-		return nil, policies.Rollout{}, fieldErr("rollout", "%v", err)
-	}
 	t, err := DecodeTask(APIOperateProcMulti, body)
 	if err != nil {
 		return nil, policies.Rollout{}, err
+	}
+	if err := r.ValidateFor("", len(t.Items)); err != nil {
+		return nil, policies.Rollout{}, fieldErr("rollout", "%v", err)
 	}
 	if err := RolloutOp(t.Op); err != nil {
 		return nil, policies.Rollout{}, fieldErr("proc_operate_req[0].op_type", "%v", err)

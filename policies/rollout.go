@@ -123,6 +123,23 @@ func (r Rollout) Validate(prefix string) error {
 	return nil
 }
 
+// MaxRolloutBatches bounds a rollout's batches: each adds a few dozen
+// events to the rollout's history, which must stay far from the server's
+// limit.
+const MaxRolloutBatches = 1000
+
+// ValidateFor is Validate for a rollout over total hosts: its batches must
+// not outnumber MaxRolloutBatches.
+func (r Rollout) ValidateFor(prefix string, total int) error {
+	if err := r.Validate(prefix); err != nil {
+		return err
+	}
+	if n := len(Batches(total, r)); n > MaxRolloutBatches {
+		return fmt.Errorf("%sbatch %s: %d hosts make %d batches; at most %d (give a larger batch or a percentage)", prefix, r.Batch, total, n, MaxRolloutBatches)
+	}
+	return nil
+}
+
 // Batches splits total hosts into batch sizes, in order: the canary (at
 // most total), then batches of Batch (at least 1 host each), the last one
 // what remains.

@@ -1,7 +1,6 @@
 package workflows
 
 import (
-	"encoding/json"
 	"fmt"
 	"time"
 
@@ -239,79 +238,52 @@ func (ro *rollout) runBatch(ctx workflow.Context) {
 	ro.record(ctx, func(c rolloutChunk) bool { return c.Batch == ro.batch })
 }
 
-// healthGate checks the batch's hosts whose op succeeded, at once and then
-// every few seconds until min_healthy has passed since the op: the first
-// check that finds one dead or unhealthy fails it. Checks are status
-// probes, which only read.
+// healthGate holds the batch's hosts whose op succeeded to min_healthy,
+// one HealthGate activity per chunk. A gate that cannot run at all gives
+// no evidence of health: its hosts fail.
 func (ro *rollout) healthGate(ctx workflow.Context, start, end int) {
 	minHealthy := ro.in.Rollout.MinHealthy
-	every := policies.HealthCheckEvery(minHealthy)
 	actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
-		StartToCloseTimeout: policies.StatusBatchDeadline,
+		StartToCloseTimeout: minHealthy + 2*policies.StatusBatchDeadline,
 		HeartbeatTimeout:    policies.HeartbeatTimeout,
 		RetryPolicy:         &temporal.RetryPolicy{InitialInterval: time.Second, MaximumAttempts: 3},
 	})
-	began := workflow.Now(ctx)
-	for {
+	var d *Dispatcher
+	type gate struct {
+		index []int
+		fut   workflow.Future
+	}
+	var gates []gate
+	for s := start; s < end; s += policies.ChunkSize {
+		var g gate
 		var items []proc.Item
-		var index []int
-		for i := start; i < end; i++ {
+		for i := s; i < min(s+policies.ChunkSize, end); i++ {
 			if ro.results[i].Code == proc.CodeSuccess {
 				items = append(items, ro.in.Items[i])
-				index = append(index, i)
+				g.index = append(g.index, i)
 			}
 		}
 		if len(items) == 0 {
-			return
+			continue
 		}
-		ro.checkHealth(ctx, actx, items, index)
-		waited := workflow.Now(ctx).Sub(began)
-		if waited >= minHealthy {
-			return
-		}
-		_ = workflow.Sleep(ctx, min(every, minHealthy-waited))
+		g.fut = workflow.ExecuteActivity(actx, d.HealthGate, HealthGateInput{TaskID: ro.in.TaskID, Items: items,
+			MinHealthy: minHealthy, Every: policies.HealthCheckEvery(minHealthy)})
+		gates = append(gates, g)
 	}
-}
-
-// checkHealth probes items in StatusBatch-sized activities and fails the
-// hosts found dead or unhealthy.
-func (ro *rollout) checkHealth(ctx, actx workflow.Context, items []proc.Item, index []int) {
-	var d *Dispatcher
-	var futs []workflow.Future
-	for s := 0; s < len(items); s += policies.StatusBatch {
-		e := min(s+policies.StatusBatch, len(items))
-		futs = append(futs, workflow.ExecuteActivity(actx, d.Status, StatusInput{TaskID: ro.in.TaskID, Items: items[s:e]}))
-	}
-	for n, f := range futs {
-		var replies []HostReply
-		if err := f.Get(ctx, &replies); err != nil {
-			continue // no answer is no evidence: the next check decides
-		}
-		for _, r := range replies {
-			k := n*policies.StatusBatch + r.Index
-			if k < 0 || k >= len(index) {
-				continue
+	for _, g := range gates {
+		var failures []HealthFailure
+		if err := g.fut.Get(ctx, &failures); err != nil {
+			for _, i := range g.index {
+				ro.results[i] = proc.Fail(proc.CodeUnhealthy, "health gate could not run: %s", oneLine(err.Error()))
 			}
-			if why := unhealthy(r.Result); why != "" {
-				ro.results[index[k]] = proc.Fail(proc.CodeUnhealthy, "%s within min_healthy %s after the op", why, ro.in.Rollout.MinHealthy)
+			continue
+		}
+		for _, f := range failures {
+			if f.Index >= 0 && f.Index < len(g.index) {
+				ro.results[g.index[f.Index]] = proc.Fail(proc.CodeUnhealthy, "%s within min_healthy %s after the op", f.Why, minHealthy)
 			}
 		}
 	}
-}
-
-// unhealthy says why a status result is not alive and healthy, or "".
-func unhealthy(r proc.HostResult) string {
-	if r.Code != proc.CodeSuccess {
-		return fmt.Sprintf("status answered %d (%s)", int(r.Code), r.Message)
-	}
-	var c proc.StatusContent
-	if json.Unmarshal([]byte(r.Content), &c) != nil || len(c.Process) == 0 || len(c.Process[0].Instance) == 0 {
-		return ""
-	}
-	if c.Process[0].Instance[0].Health != "1" {
-		return "health_cmd failed"
-	}
-	return ""
 }
 
 func (ro *rollout) failed() int {

@@ -19,7 +19,7 @@ import (
 // StartRollout begins the task as a Rollout workflow under a new task id;
 // get_proc_operate_result reads it like any task.
 func (e *Engine) StartRollout(ctx context.Context, t *gseapi.Task, r policies.Rollout) (string, error) {
-	if err := r.Validate("rollout."); err != nil {
+	if err := r.ValidateFor("rollout.", len(t.Items)); err != nil {
 		return "", err
 	}
 	now := time.Now

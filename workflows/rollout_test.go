@@ -188,34 +188,77 @@ func TestRolloutAbortAndPause(t *testing.T) {
 	}
 }
 
-// TestRolloutHealthGate: a host whose process dies within min_healthy
-// after a successful op counts as failed (9108), and spends the budget.
+// TestRolloutHealthGate: hosts the gate finds dead or unhealthy within
+// min_healthy after a successful op count as failed (9108), and spend the
+// budget: the next batch never runs.
 func TestRolloutHealthGate(t *testing.T) {
 	re := newRolloutEnv(t, nil)
-	checks := 0
-	re.RegisterActivityWithOptions(func(_ context.Context, in StatusInput) ([]HostReply, error) {
-		checks++
-		out := make([]HostReply, len(in.Items))
+	var gated []string
+	re.RegisterActivityWithOptions(func(_ context.Context, in HealthGateInput) ([]HealthFailure, error) {
+		var out []HealthFailure
 		for i, it := range in.Items {
-			r := proc.HostResult{Code: proc.CodeSuccess, Message: "success",
-				Content: `{"process":[{"procname":"p","instance":[{"health":"1"}]}]}`}
-			switch {
-			case it.Target.IP == "10.0.0.2" && checks >= 2: // dies after the first check
-				r = proc.HostResult{Code: proc.CodeNotRunning, Message: "process(p) is not running"}
-			case it.Target.IP == "10.0.0.3": // alive, its health_cmd failing
-				r.Content = `{"process":[{"procname":"p","instance":[{"health":"0"}]}]}`
+			gated = append(gated, it.Target.IP)
+			switch it.Target.IP {
+			case "10.0.0.2":
+				out = append(out, HealthFailure{Index: i, Why: "status answered 829 (process(p) is not running)"})
+			case "10.0.0.3":
+				out = append(out, HealthFailure{Index: i, Why: "health_cmd failed"})
 			}
-			out[i] = HostReply{Index: in.Offset + i, Result: r}
+		}
+		if in.MinHealthy != 30*time.Second || in.Every != 5*time.Second {
+			return nil, fmt.Errorf("gate asked for %s every %s", in.MinHealthy, in.Every)
 		}
 		return out, nil
-	}, activity.RegisterOptions{Name: "Status"})
+	}, activity.RegisterOptions{Name: "HealthGate"})
 	res := re.run(t, 5, policies.Rollout{Batch: policies.Size{Count: 3}, MaxFail: policies.Size{Count: 1}, MinHealthy: 30 * time.Second})
-	got := codes(res)
-	if fmt.Sprint(got) != "[0 9108 9108 9109 9109]" {
+	if got := codes(res); fmt.Sprint(got) != "[0 9108 9108 9109 9109]" {
 		t.Fatalf("codes %v, want the dead and the unhealthy host 9108 and the rest not run", got)
 	}
-	if checks < 2 {
-		t.Fatalf("%d health checks over min_healthy 30s", checks)
+	if msg := res.Results[2].Message; msg != "health_cmd failed within min_healthy 30s after the op" {
+		t.Fatalf("message %q", msg)
+	}
+	if fmt.Sprint(gated) != "[10.0.0.1 10.0.0.2 10.0.0.3]" {
+		t.Fatalf("gated %v, want the first batch only", gated)
+	}
+}
+
+// TestHealthGateLoop: the gate probes at once and then every interval up
+// to min_healthy; a host found dead or unhealthy once fails and is not
+// probed again.
+func TestHealthGateLoop(t *testing.T) {
+	healthy := `{"process":[{"procname":"p","instance":[{"health":"1"}]}]}`
+	probes := 0
+	var asked [][]string
+	probe := func(_ context.Context, items []proc.Item) ([]HostReply, error) {
+		probes++
+		var ips []string
+		out := make([]HostReply, len(items))
+		for i, it := range items {
+			ips = append(ips, it.Target.IP)
+			r := proc.HostResult{Code: proc.CodeSuccess, Content: healthy}
+			switch {
+			case it.Target.IP == "10.0.0.2" && probes >= 3:
+				r = proc.HostResult{Code: proc.CodeNotRunning, Message: "process(p) is not running"}
+			case it.Target.IP == "10.0.0.3":
+				r.Content = `{"process":[{"procname":"p","instance":[{"health":"0"}]}]}`
+			}
+			out[i] = HostReply{Index: i, Result: r}
+		}
+		asked = append(asked, ips)
+		return out, nil
+	}
+	var slept time.Duration
+	sleep := func(_ context.Context, d time.Duration) error { slept += d; return nil }
+	got, err := healthGate(context.Background(), HealthGateInput{Items: rolloutItems(3), MinHealthy: 12 * time.Second, Every: 5 * time.Second}, probe, sleep)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(got) != "[{2 health_cmd failed} {1 status answered 829 (process(p) is not running)}]" {
+		t.Fatalf("failures %v", got)
+	}
+	// Checks at 0, 5, 10 and 12 s; the unhealthy host only the first time.
+	if slept != 12*time.Second || fmt.Sprint(asked) != "[[10.0.0.1 10.0.0.2 10.0.0.3] [10.0.0.1 10.0.0.2] [10.0.0.1 10.0.0.2] [10.0.0.1]]" {
+		t.Fatalf("slept %s, probes %v", slept, asked)
 	}
 }
 

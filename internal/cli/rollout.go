@@ -37,7 +37,7 @@ func (r *rolloutFlags) add(fl *pflag.FlagSet) {
 
 // policy is the rollout the flags ask for; ok is false when none of them
 // was given (the op runs on every host at once, as always).
-func (r *rolloutFlags) policy(op proc.OpType) (policies.Rollout, bool, error) {
+func (r *rolloutFlags) policy(op proc.OpType, total int) (policies.Rollout, bool, error) {
 	any := false
 	for _, n := range []string{"canary", "batch", "max-fail", "min-healthy", "pause", "approve-after-canary"} {
 		any = any || r.fs.Changed(n)
@@ -58,7 +58,7 @@ func (r *rolloutFlags) policy(op proc.OpType) (policies.Rollout, bool, error) {
 	if p.MaxFail, err = policies.ParseSize("--max-fail", r.maxFail); err != nil {
 		return p, false, err
 	}
-	if err := p.Validate("rollout "); err != nil {
+	if err := p.ValidateFor("rollout ", total); err != nil {
 		return p, false, err
 	}
 	return p, true, nil

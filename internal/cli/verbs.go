@@ -121,7 +121,7 @@ func runVerb(cmd *cobra.Command, api string, op proc.OpType, f verbFlags) error 
 	var roll policies.Rollout
 	rolling := false
 	if f.rollout.fs != nil {
-		if roll, rolling, err = f.rollout.policy(op); err != nil {
+		if roll, rolling, err = f.rollout.policy(op, len(task.Items)); err != nil {
 			return &ExitError{Code: ExitBadRequest, Err: err}
 		}
 	}

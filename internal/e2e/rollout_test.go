@@ -27,25 +27,36 @@ import (
 // on the hosts in failing, logs the run and exits 1.
 func (e *env) rolloutFleet(t *testing.T, failing map[int]bool) {
 	t.Helper()
-	spec := sampleSpec("roll", "svc")
-	spec.StartCheck = time.Second
-	good, bad := spec, spec
-	good.StartCmd = `echo started >> start.log; cp "$(command -v sleep)" ./svc 2>/dev/null; setsid ./svc 86400 </dev/null >/dev/null 2>&1 & echo $! > svc.pid`
-	bad.StartCmd = `echo started >> start.log; exit 1`
-	var goods, bads []proc.Target
+	cmds := map[int]string{}
+	for i := range failing {
+		cmds[i] = `echo started >> start.log; exit 1`
+	}
+	e.rolloutFleetWith(t, cmds)
+}
+
+// rolloutFleetWith is rolloutFleet with the start_cmd of some hosts given.
+func (e *env) rolloutFleetWith(t *testing.T, cmds map[int]string) {
+	t.Helper()
+	good := `echo started >> start.log; cp "$(command -v sleep)" ./svc 2>/dev/null; setsid ./svc 86400 </dev/null >/dev/null 2>&1 & echo $! > svc.pid`
+	byCmd := map[string][]proc.Target{}
+	var order []string
 	for i, h := range e.bed.Hosts {
 		if _, err := h.Exec("mkdir -p /data/roll"); err != nil {
 			t.Fatal(err)
 		}
-		if failing[i] {
-			bads = append(bads, proc.Target{IP: h.IP})
-		} else {
-			goods = append(goods, proc.Target{IP: h.IP})
+		cmd, ok := cmds[i]
+		if !ok {
+			cmd = good
 		}
+		if _, seen := byCmd[cmd]; !seen {
+			order = append(order, cmd)
+		}
+		byCmd[cmd] = append(byCmd[cmd], proc.Target{IP: h.IP})
 	}
-	e.register("roll", "svc", good, goods...)
-	if len(bads) > 0 {
-		e.register("roll", "svc", bad, bads...)
+	for _, cmd := range order {
+		spec := sampleSpec("roll", "svc")
+		spec.StartCheck, spec.StartCmd = time.Second, cmd
+		e.register("roll", "svc", spec, byCmd[cmd]...)
 	}
 }
 
@@ -305,5 +316,31 @@ func TestRolloutControlsOverCLIAndHTTP(t *testing.T) {
 	e.waitRolloutState(t, id2, workflows.RolloutAborted)
 	if runs := e.startRuns(t); fmt.Sprint(runs) != "[2 0 0]" {
 		t.Fatalf("start_cmd runs after the second rollout: %v", runs)
+	}
+}
+
+// TestRolloutHealthGate: a process that passes its start check but dies
+// within min_healthy fails its host with 9108, which spends the budget:
+// the rollout stops, and the host after it never runs.
+func TestRolloutHealthGate(t *testing.T) {
+	e := newEnv(t, 3)
+	e.startWorker()
+	// Host 1's process lives 3 s: past its 1 s start check, within the
+	// 6 s min_healthy.
+	e.rolloutFleetWith(t, map[int]string{1: `echo started >> start.log; cp "$(command -v sleep)" ./svc 2>/dev/null; setsid ./svc 3 </dev/null >/dev/null 2>&1 & echo $! > svc.pid`})
+	out, errOut, code := e.starter("", "start", "--namespace", "roll", "--name", "svc", "--hosts", "all",
+		"--batch", "1", "--min-healthy", "6s", "--wait")
+	id := taskIDPattern.FindString(errOut)
+	if code != cli.ExitHostsFailed || id == "" {
+		t.Fatalf("rollout exit %d:\n%s%s", code, out, errOut)
+	}
+	if codes := e.resultCodes(t, id); fmt.Sprint(codes) != fmt.Sprint([]int{0, int(proc.CodeUnhealthy), int(proc.CodeNotRun)}) {
+		t.Fatalf("codes %v, want 0, 9108, 9109", codes)
+	}
+	if runs := e.startRuns(t); fmt.Sprint(runs) != "[1 1 0]" {
+		t.Fatalf("start_cmd runs %v", runs)
+	}
+	if !strings.Contains(out, "not running") || !strings.Contains(out, "within min_healthy 6s after the op") {
+		t.Fatalf("the recap does not say why host 1 failed:\n%s", out)
 	}
 }
