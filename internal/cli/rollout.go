@@ -3,6 +3,8 @@ package cli
 import (
 	"encoding/json"
 	"fmt"
+	"io"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -100,4 +102,37 @@ func newRolloutCommand() *cobra.Command {
 			return finish(cmd, resp, outcome)
 		},
 	}
+}
+
+// printRolloutPlan prints the batches a rollout would run, in order.
+func printRolloutPlan(w io.Writer, r policies.Rollout, task *gseapi.Task) error {
+	sizes := policies.Batches(len(task.Items), r)
+	b := &strings.Builder{}
+	fmt.Fprintf(b, "\nRollout: %s", countOf(len(sizes), "batch", "batches"))
+	if r.Canary > 0 {
+		fmt.Fprintf(b, ", the canary first")
+	}
+	fmt.Fprintf(b, "; stops before the next batch once more than %s of its hosts have failed", r.MaxFail)
+	if r.MinHealthy > 0 {
+		fmt.Fprintf(b, "; each host must stay alive and healthy %s after its op", r.MinHealthy)
+	}
+	if r.ApproveAfterCanary {
+		b.WriteString("; waits for approval after the canary")
+	}
+	if r.Pause > 0 {
+		fmt.Fprintf(b, "; pauses %s between batches", r.Pause)
+	}
+	b.WriteString(".\n")
+	start := 0
+	for i, n := range sizes {
+		first, last := task.Items[start].Key(), task.Items[start+n-1].Key()
+		span := first
+		if n > 1 {
+			span += " .. " + last
+		}
+		fmt.Fprintf(b, "  batch %d: %s: %s\n", i+1, hostCount(n), span)
+		start += n
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
 }

@@ -115,15 +115,18 @@ func runVerb(cmd *cobra.Command, api string, op proc.OpType, f verbFlags) error 
 	if err != nil {
 		return &ExitError{Code: ExitBadRequest, Err: err}
 	}
-	if f.plan {
-		return runPlan(ctx, cmd.OutOrStdout(), cfg, task, inv, unresolved)
-	}
 	var roll policies.Rollout
 	rolling := false
 	if f.rollout.fs != nil {
 		if roll, rolling, err = f.rollout.policy(op, len(task.Items)); err != nil {
 			return &ExitError{Code: ExitBadRequest, Err: err}
 		}
+	}
+	if f.plan {
+		if err := runPlan(ctx, cmd.OutOrStdout(), cfg, task, inv, unresolved); err != nil || !rolling {
+			return err
+		}
+		return printRolloutPlan(cmd.OutOrStdout(), roll, task)
 	}
 	c, err := dial(cfg)
 	if err != nil {

@@ -80,7 +80,23 @@ func TestPlanChangesNothing(t *testing.T) {
 			t.Fatalf("verb plan lacks %q:\n%s", want, out)
 		}
 	}
-	if got := accepted(t, h[0]); got != before[0] {
-		t.Fatalf("host %s accepted %d sessions during the verb plan", h[0].IP, got-before[0])
+	// With rollout flags, the plan adds the batches the rollout would run.
+	out, errOut, code = e.starter("", "restart", "--namespace", "ns", "--name", "n", "--hosts", h[0].IP+","+h[1].IP,
+		"--canary", "1", "--batch", "50%", "--max-fail", "1", "--plan")
+	if code != cli.ExitOK {
+		t.Fatalf("rollout plan exit %d: %s%s", code, out, errOut)
+	}
+	for _, want := range []string{
+		"Rollout: 2 batches, the canary first; stops before the next batch once more than 1 of its hosts have failed.",
+		"batch 1: 1 host: 0:0:" + h[0].IP + ":ns:n", "batch 2: 1 host: 0:0:" + h[1].IP + ":ns:n",
+	} {
+		if !strings.Contains(out, want) {
+			t.Fatalf("rollout plan lacks %q:\n%s", want, out)
+		}
+	}
+	for i, host := range h[:2] {
+		if got := accepted(t, host); got != before[i] {
+			t.Fatalf("host %s accepted %d sessions during the verb plans", host.IP, got-before[i])
+		}
 	}
 }
