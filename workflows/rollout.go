@@ -119,6 +119,7 @@ func Rollout(ctx workflow.Context, in RolloutInput) (OperateResult, error) {
 			break
 		}
 		if after.Done {
+			ro.final = RolloutDone // every host ran, an abort sent meanwhile or not
 			break
 		}
 		if after.WaitForApproval {
