@@ -121,6 +121,10 @@ func (g *Gateway) answerRollout(r *http.Request, action string) (int, Response, 
 	}
 	body, err := io.ReadAll(http.MaxBytesReader(nil, r.Body, MaxBodyBytes))
 	if err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			return http.StatusRequestEntityTooLarge, Failure(CodeBadRequest, fieldErr("(body)", "is larger than %d bytes", MaxBodyBytes)), ""
+		}
 		return http.StatusBadRequest, Failure(CodeBadRequest, fieldErr("(body)", "could not be read: %v", err)), ""
 	}
 	caller := callerOf(r, body)
