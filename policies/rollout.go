@@ -126,7 +126,7 @@ func (r Rollout) Validate(prefix string) error {
 // MaxRolloutBatches bounds a rollout's batches: each adds a few dozen
 // events to the rollout's history, which must stay far from the server's
 // limit.
-const MaxRolloutBatches = 1000
+const MaxRolloutBatches = 500
 
 // ValidateFor is Validate for a rollout over total hosts: its batches must
 // not outnumber MaxRolloutBatches.

@@ -155,7 +155,7 @@ func TestHealthCheckEvery(t *testing.T) {
 }
 
 func TestRolloutValidateFor(t *testing.T) {
-	ok := Rollout{Batch: Size{Count: 10}}
+	ok := Rollout{Batch: Size{Count: 20}}
 	if err := ok.ValidateFor("rollout.", 10000); err != nil {
 		t.Fatal(err)
 	}
@@ -163,7 +163,7 @@ func TestRolloutValidateFor(t *testing.T) {
 		t.Fatal(err)
 	}
 	err := (Rollout{Batch: Size{Count: 1}}).ValidateFor("rollout.", MaxRolloutBatches+1)
-	if err == nil || err.Error() != "rollout.batch 1: 1001 hosts make 1001 batches; at most 1000 (give a larger batch or a percentage)" {
+	if err == nil || err.Error() != "rollout.batch 1: 501 hosts make 501 batches; at most 500 (give a larger batch or a percentage)" {
 		t.Fatalf("too many batches: %v", err)
 	}
 	if err := (Rollout{Canary: -1}).ValidateFor("rollout.", 5); err == nil {
