@@ -55,6 +55,18 @@ func TestEnsureConverges(t *testing.T) {
 		t.Fatalf("second ensure exits %d, want 0 with 10 ok:\n%s%s", code, out, errOut)
 	}
 
+	// absent: a running process is stopped and its spec removed; once
+	// gone, it is already so.
+	absent := []string{"ensure", "--namespace", "ens", "--name", "svc", "--hosts", hosts[0].IP + "," + hosts[9].IP, "--state", "absent"}
+	out, errOut, code = e.starter("", absent...)
+	if code != cli.ExitChanged || !strings.Contains(out, "changed: [0:"+hosts[0].IP+"] => stop, unregister_proc_info\n") ||
+		!strings.Contains(out, "RECAP: ok=0 changed=2 failed=0") {
+		t.Fatalf("ensure --state absent exits %d:\n%s%s", code, out, errOut)
+	}
+	if out, _, code = e.starter("", absent...); code != cli.ExitOK || !strings.Contains(out, "RECAP: ok=2 changed=0 failed=0") {
+		t.Fatalf("second ensure --state absent exits %d:\n%s", code, out)
+	}
+
 	// A host whose process is not registered cannot be converged to
 	// running: it fails alone, named, and the exit says so.
 	out, _, code = e.starter("", "ensure", "--namespace", "ens", "--name", "other", "--hosts", hosts[0].IP, "--state", "running")
