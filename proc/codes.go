@@ -23,8 +23,8 @@ const (
 	CodeTimeout       Code = 9105 // connected, but the op exceeded op_timeout
 	CodeNotRegistered Code = 9106 // process has no registered spec on the host
 	CodeBadSpec       Code = 9107 // the spec cannot be run on this host
-	CodeUnhealthy     Code = 9108 // rollout: the op succeeded, but the process did not stay alive and healthy for min_healthy
-	CodeNotRun        Code = 9109 // rollout: stopped (aborted or out of failure budget) before this host's batch
+	CodeUnhealthy     Code = 9110 // rollout: the op succeeded, but the process did not stay alive and healthy for min_healthy
+	CodeNotRun        Code = 9111 // rollout: stopped (aborted or out of failure budget) before this host's batch
 	CodeInternal      Code = 9199 // drover itself failed; see error_msg
 )
 

@@ -76,7 +76,7 @@ type rollout struct {
 // Rollout runs an op over its items in batches: the canary first, then
 // batches of rollout.batch hosts, each one the Operate op on its slice of
 // items. It stops before the next batch once more hosts have failed than
-// max_fail allows, or on abort; hosts it never reached answer 9109. A
+// max_fail allows, or on abort; hosts it never reached answer 9111. A
 // batch's hosts count as failed when their op fails, or when the process
 // is not alive and healthy for min_healthy after it.
 func Rollout(ctx workflow.Context, in RolloutInput) (OperateResult, error) {

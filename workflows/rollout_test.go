@@ -110,7 +110,7 @@ func codes(res OperateResult) []proc.Code {
 
 // TestRolloutStopsPastBudget: 20 hosts, canary 1, batches of 5, max_fail
 // 2, hosts 2, 3 and 7 failing: the third batch crosses the budget, and
-// the 9 hosts after it are never run and answer 9109.
+// the 9 hosts after it are never run and answer 9111.
 func TestRolloutStopsPastBudget(t *testing.T) {
 	re := newRolloutEnv(t, map[int]bool{2: true, 3: true, 7: true})
 	res := re.run(t, 20, policies.Rollout{Canary: 1, Batch: policies.Size{Count: 5}, MaxFail: policies.Size{Count: 2}})
@@ -162,7 +162,7 @@ func TestRolloutWaitsForApproval(t *testing.T) {
 
 // TestRolloutAbortAndPause: a pause holds the rollout before its next
 // batch even once approved; an abort ends it, and the hosts it never
-// reached answer 9109 saying so.
+// reached answer 9111 saying so.
 func TestRolloutAbortAndPause(t *testing.T) {
 	re := newRolloutEnv(t, nil)
 	var paused RolloutStatus
@@ -177,7 +177,7 @@ func TestRolloutAbortAndPause(t *testing.T) {
 	if paused.State != RolloutPaused || paused.Batch != 1 {
 		t.Fatalf("status while paused after approval: %+v", paused)
 	}
-	if fmt.Sprint(re.batches) != "[[0 1]]" || fmt.Sprint(codes(res)) != "[0 9109 9109 9109]" {
+	if fmt.Sprint(re.batches) != "[[0 1]]" || fmt.Sprint(codes(res)) != "[0 9111 9111 9111]" {
 		t.Fatalf("batches %v, codes %v", re.batches, codes(res))
 	}
 	if msg := res.Results[1].Message; msg != "not run: the rollout was aborted before this host's batch" {
@@ -189,7 +189,7 @@ func TestRolloutAbortAndPause(t *testing.T) {
 }
 
 // TestRolloutHealthGate: hosts the gate finds dead or unhealthy within
-// min_healthy after a successful op count as failed (9108), and spend the
+// min_healthy after a successful op count as failed (9110), and spend the
 // budget: the next batch never runs.
 func TestRolloutHealthGate(t *testing.T) {
 	re := newRolloutEnv(t, nil)
@@ -211,8 +211,8 @@ func TestRolloutHealthGate(t *testing.T) {
 		return out, nil
 	}, activity.RegisterOptions{Name: "HealthGate"})
 	res := re.run(t, 5, policies.Rollout{Batch: policies.Size{Count: 3}, MaxFail: policies.Size{Count: 1}, MinHealthy: 30 * time.Second})
-	if got := codes(res); fmt.Sprint(got) != "[0 9108 9108 9109 9109]" {
-		t.Fatalf("codes %v, want the dead and the unhealthy host 9108 and the rest not run", got)
+	if got := codes(res); fmt.Sprint(got) != "[0 9110 9110 9111 9111]" {
+		t.Fatalf("codes %v, want the dead and the unhealthy host 9110 and the rest not run", got)
 	}
 	if msg := res.Results[2].Message; msg != "health_cmd failed within min_healthy 30s after the op" {
 		t.Fatalf("message %q", msg)

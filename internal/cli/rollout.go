@@ -73,7 +73,7 @@ func newRolloutCommand() *cobra.Command {
 		Long: "A rollout is a control verb run with --canary/--batch (or the HTTP rollout endpoint).\n" +
 			"pause holds it before its next batch, resume lets it go on, approve releases it\n" +
 			"after the canary, abort ends it before its next batch: the hosts it never reached\n" +
-			"answer 9109. Every answer is the rollout's status, as the HTTP endpoint gives it.",
+			"answer 9111. Every answer is the rollout's status, as the HTTP endpoint gives it.",
 		Args:      cobra.ExactArgs(2),
 		ValidArgs: gseapi.RolloutActions,
 		RunE: func(cmd *cobra.Command, args []string) error {

@@ -119,7 +119,7 @@ var taskIDPattern = regexp.MustCompile(`GSETASK:[0-9]+:[0-9]+`)
 // TestRolloutStopsPastMaxFail: 20 hosts, canary 1, batches of 5, 3 hosts
 // whose start_cmd fails and max_fail 2. The rollout stops after the batch
 // that crossed the budget; the hosts after it never ran start_cmd, and
-// get_proc_operate_result answers them 9109.
+// get_proc_operate_result answers them 9111.
 func TestRolloutStopsPastMaxFail(t *testing.T) {
 	e := newEnv(t, 20)
 	e.startWorker()
@@ -291,7 +291,7 @@ func TestRolloutControlsOverCLIAndHTTP(t *testing.T) {
 	if _, err := workflows.WaitOperate(ctx, e.client, id); err != nil {
 		t.Fatal(err)
 	}
-	if codes := e.resultCodes(t, id); fmt.Sprint(codes) != "[0 9109 9109]" {
+	if codes := e.resultCodes(t, id); fmt.Sprint(codes) != "[0 9111 9111]" {
 		t.Fatalf("codes after abort: %v", codes)
 	}
 	if runs := e.startRuns(t); fmt.Sprint(runs) != "[1 0 0]" {
@@ -320,7 +320,7 @@ func TestRolloutControlsOverCLIAndHTTP(t *testing.T) {
 }
 
 // TestRolloutHealthGate: a process that passes its start check but dies
-// within min_healthy fails its host with 9108, which spends the budget:
+// within min_healthy fails its host with 9110, which spends the budget:
 // the rollout stops, and the host after it never runs.
 func TestRolloutHealthGate(t *testing.T) {
 	e := newEnv(t, 3)
@@ -335,7 +335,7 @@ func TestRolloutHealthGate(t *testing.T) {
 		t.Fatalf("rollout exit %d:\n%s%s", code, out, errOut)
 	}
 	if codes := e.resultCodes(t, id); fmt.Sprint(codes) != fmt.Sprint([]int{0, int(proc.CodeUnhealthy), int(proc.CodeNotRun)}) {
-		t.Fatalf("codes %v, want 0, 9108, 9109", codes)
+		t.Fatalf("codes %v, want 0, 9110, 9111", codes)
 	}
 	if runs := e.startRuns(t); fmt.Sprint(runs) != "[1 1 0]" {
 		t.Fatalf("start_cmd runs %v", runs)
