@@ -41,6 +41,9 @@ func (g *Gateway) Handler() http.Handler {
 	mux.HandleFunc("POST /api/c/compapi/v2/gse/{api}", g.serveAPI)
 	mux.HandleFunc("POST /api/v2/proc/{api}", g.serveAPI)
 	mux.HandleFunc("POST /api/v2/proc/{api}/", g.serveAPI)
+	// drover's own: rollouts, beside the GSE paths (see rollout.go).
+	mux.HandleFunc("POST /api/v2/drover/rollout", g.serveRollout)
+	mux.HandleFunc("POST /api/v2/drover/rollout/{action}", g.serveRollout)
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = io.WriteString(w, `{"result":true,"code":0,"message":"ok","data":null}`)

@@ -13,6 +13,7 @@ import (
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/temporal"
 
 	"github.com/drover-sh/drover/gseapi"
 	"github.com/drover-sh/drover/inventory"
@@ -41,12 +42,18 @@ func startOperate(ctx context.Context, c client.Client, taskQueue string, in Ope
 	}
 	indexed := in
 	indexed.Indexed = true
+	return startIndexed(ctx, c, opts, taskSearchAttributes(in), OperateWorkflowName, indexed, in)
+}
+
+// startIndexed starts workflow name with search attributes sa and input
+// indexed; on a namespace that lacks them it starts it with plain instead.
+func startIndexed(ctx context.Context, c client.Client, opts client.StartWorkflowOptions, sa temporal.SearchAttributes, name string, indexed, plain any) error {
 	withSA := opts
-	withSA.TypedSearchAttributes = taskSearchAttributes(in)
-	_, err := c.ExecuteWorkflow(ctx, withSA, OperateWorkflowName, indexed)
+	withSA.TypedSearchAttributes = sa
+	_, err := c.ExecuteWorkflow(ctx, withSA, name, indexed)
 	var invalid *serviceerror.InvalidArgument
 	if errors.As(err, &invalid) && strings.Contains(strings.ToLower(invalid.Error()), "search attribute") {
-		_, err = c.ExecuteWorkflow(ctx, opts, OperateWorkflowName, in)
+		_, err = c.ExecuteWorkflow(ctx, opts, name, plain)
 	}
 	return err
 }

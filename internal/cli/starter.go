@@ -28,6 +28,7 @@ const (
 	ExitBadRequest  = 2 // the request broke a rule; nothing was started
 	ExitUnavailable = 3 // Temporal could not be reached
 	ExitInternal    = 4
+	ExitChanged     = 5 // ensure: some host changed, none failed
 )
 
 // ExitError carries an exit code out of a command.
@@ -55,7 +56,7 @@ func NewStarter(out, errOut io.Writer) *cobra.Command {
 	root.SetOut(out)
 	root.SetErr(errOut)
 	config.AddFlags(root.PersistentFlags())
-	root.AddCommand(newAPICommand(), newResultCommand(), newEventsCommand(), newServeCommand(), newHostsCommand(), newCodecServerCommand(), newPsCommand())
+	root.AddCommand(newAPICommand(), newResultCommand(), newEventsCommand(), newServeCommand(), newHostsCommand(), newCodecServerCommand(), newPsCommand(), newEnsureCommand(), newRolloutCommand())
 	root.AddCommand(newVerbCommands()...)
 	return root
 }
@@ -76,9 +77,9 @@ func Execute(args []string, out, errOut io.Writer) int {
 }
 
 type apiFlags struct {
-	file    string
-	wait    bool
-	timeout time.Duration
+	file       string
+	wait, plan bool
+	timeout    time.Duration
 }
 
 func newAPICommand() *cobra.Command {
@@ -101,11 +102,15 @@ func newAPICommand() *cobra.Command {
 			}
 			ctx, cancel := withTimeout(cmd, f.timeout)
 			defer cancel()
+			if f.plan {
+				return planAPI(ctx, cmd, cfg, args[0], body)
+			}
 			return callAPI(ctx, cmd, cfg, args[0], body, f)
 		},
 	}
 	cmd.Flags().StringVarP(&f.file, "file", "f", "-", "request body file, - for stdin")
 	cmd.Flags().BoolVar(&f.wait, "wait", false, "wait for the task and print get_proc_operate_result")
+	cmd.Flags().BoolVar(&f.plan, "plan", false, "print what each host would run, grouped, and change nothing")
 	cmd.Flags().DurationVar(&f.timeout, "timeout", 0, "give up waiting after this long (0: no limit)")
 	return cmd
 }

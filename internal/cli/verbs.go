@@ -18,14 +18,16 @@ import (
 	"github.com/drover-sh/drover/gseapi"
 	"github.com/drover-sh/drover/internal/config"
 	"github.com/drover-sh/drover/inventory"
+	"github.com/drover-sh/drover/policies"
 	"github.com/drover-sh/drover/proc"
 	"github.com/drover-sh/drover/workflows"
 )
 
 type verbFlags struct {
 	namespace, name, hosts, spec, output string
-	wait, noWait                         bool
+	wait, noWait, plan                   bool
 	timeout                              time.Duration
+	rollout                              rolloutFlags
 }
 
 // verbs maps the ergonomic commands to what they send.
@@ -65,6 +67,10 @@ func newVerbCommands() []*cobra.Command {
 		fl.BoolVar(&f.noWait, "no-wait", false, "print the task id and return")
 		fl.StringVarP(&f.output, "output", "o", "table", "result format: table, wide (status: start time, threads, cmdline), json or yaml")
 		fl.DurationVar(&f.timeout, "timeout", 0, "give up waiting after this long (0: no limit)")
+		fl.BoolVar(&f.plan, "plan", false, "print what each host would run, grouped, and change nothing")
+		if gseapi.RolloutOp(v.op) == nil {
+			f.rollout.add(fl)
+		}
 		if v.op == proc.OpSpecRegister {
 			fl.StringVar(&f.spec, "spec", "", "register_proc_info's spec object, as a JSON or YAML file")
 		}
@@ -83,7 +89,25 @@ func runVerb(cmd *cobra.Command, api string, op proc.OpType, f verbFlags) error 
 	if err != nil {
 		return &ExitError{Code: ExitBadRequest, Err: err}
 	}
-	body, err := verbBody(cfg, api, op, f)
+	inv, err := inventory.Load(cfg.Inventory)
+	if err != nil {
+		return &ExitError{Code: ExitBadRequest, Err: err}
+	}
+	var hosts []inventory.Host
+	var unresolved []string
+	if f.plan {
+		// A plan names every term it could not resolve instead of
+		// refusing the whole selector.
+		hosts, unresolved = selectEach(inv, f.hosts)
+	} else if hosts, err = inv.Select(f.hosts); err != nil {
+		return &ExitError{Code: ExitBadRequest, Err: err}
+	}
+	ctx, cancel := withTimeout(cmd, f.timeout)
+	defer cancel()
+	if f.plan && len(hosts) == 0 {
+		return printPlan(cmd.OutOrStdout(), &gseapi.Task{API: api, Op: op}, nil, unresolved)
+	}
+	body, err := verbBody(api, op, f, hosts)
 	if err != nil {
 		return &ExitError{Code: ExitBadRequest, Err: err}
 	}
@@ -91,19 +115,39 @@ func runVerb(cmd *cobra.Command, api string, op proc.OpType, f verbFlags) error 
 	if err != nil {
 		return &ExitError{Code: ExitBadRequest, Err: err}
 	}
-	ctx, cancel := withTimeout(cmd, f.timeout)
-	defer cancel()
+	var roll policies.Rollout
+	rolling := false
+	if f.rollout.fs != nil {
+		if roll, rolling, err = f.rollout.policy(op, len(task.Items)); err != nil {
+			return &ExitError{Code: ExitBadRequest, Err: err}
+		}
+	}
+	if f.plan {
+		if err := runPlan(ctx, cmd.OutOrStdout(), cfg, task, inv, unresolved); err != nil || !rolling {
+			return err
+		}
+		return printRolloutPlan(cmd.OutOrStdout(), roll, task)
+	}
 	c, err := dial(cfg)
 	if err != nil {
 		return err
 	}
 	defer c.Close()
 	eng := &workflows.Engine{Client: c, TaskQueue: cfg.TaskQueue}
-	id, err := eng.Start(ctx, task)
+	wait := f.wait || (!f.noWait && isTerminal(cmd.ErrOrStderr())) || gseapi.Synchronous(api)
+	var id string
+	if rolling {
+		id, err = eng.StartRollout(ctx, task, roll)
+	} else {
+		id, err = eng.Start(ctx, task)
+	}
 	if err != nil {
 		return &ExitError{Code: ExitUnavailable, Err: err}
 	}
-	wait := f.wait || (!f.noWait && isTerminal(cmd.ErrOrStderr())) || gseapi.Synchronous(api)
+	if rolling && wait {
+		// Waiting may last as long as an approval does: say how to steer it.
+		fmt.Fprintf(cmd.ErrOrStderr(), "rollout %s: `starter rollout status|pause|resume|approve|abort %s`\n", id, id)
+	}
 	if !wait {
 		fmt.Fprintln(cmd.OutOrStdout(), id)
 		return nil
@@ -124,15 +168,7 @@ func runVerb(cmd *cobra.Command, api string, op proc.OpType, f verbFlags) error 
 }
 
 // verbBody builds the documented request body for the selected hosts.
-func verbBody(cfg config.Config, api string, op proc.OpType, f verbFlags) ([]byte, error) {
-	inv, err := inventory.Load(cfg.Inventory)
-	if err != nil {
-		return nil, err
-	}
-	hosts, err := inv.Select(f.hosts)
-	if err != nil {
-		return nil, err
-	}
+func verbBody(api string, op proc.OpType, f verbFlags, hosts []inventory.Host) ([]byte, error) {
 	refs := make([]map[string]any, len(hosts))
 	for i, h := range hosts {
 		refs[i] = map[string]any{"ip": h.IP, "bk_cloud_id": h.CloudID, "bk_supplier_id": h.SupplierID}
