@@ -56,6 +56,7 @@ demo: deps build
 test: deps bin/temporal
 	$(GO) vet ./...
 	$(GO) test -race -timeout $(TEST_TIMEOUT) $(GOFLAGS_TEST) ./...
+	$(GO) test -tags upgradeprobe -run TestReplay ./workflows/
 	GO=$(GO) .ci/fuzz $(FUZZTIME)
 
 ## fuzz: every fuzz target for $(FUZZTIME) each

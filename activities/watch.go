@@ -81,6 +81,12 @@ func (a *Activities) Watch(ctx context.Context, in WatchInput) (WatchOutput, err
 	// Heartbeats go on while a poll waits on a slow host, so a lost worker
 	// is noticed within the heartbeat timeout, not after a poll's timeout.
 	defer keepAlive(ctx)()
+	// A stopping worker (a deploy) waits for its running activities; a
+	// watch must not hold it up. It ends as a quiet renewal does, so the
+	// host workflow asks the next worker for a new one, and the poll under
+	// way (a read-only probe) is abandoned.
+	ctx, stopping, release := stopOnWorkerStop(ctx)
+	defer release()
 	w := newWatcher(in, platformFor(host))
 	script := w.plat.watchScript(in.Entries)
 	ended := time.Now().Add(renew)
@@ -101,8 +107,14 @@ func (a *Activities) Watch(ctx context.Context, in WatchInput) (WatchOutput, err
 		if time.Now().After(ended) {
 			return WatchOutput{Polls: polls}, nil
 		}
+		if stopping() {
+			return WatchOutput{Polls: polls}, nil
+		}
 		select {
 		case <-ctx.Done():
+			if stopping() {
+				return WatchOutput{Polls: polls}, nil
+			}
 			return WatchOutput{Polls: polls}, ctx.Err()
 		case <-tick.C:
 		}

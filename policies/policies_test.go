@@ -185,3 +185,26 @@ func TestStatusProbeTimeout(t *testing.T) {
 		t.Errorf("batch deadline %s leaves no room past a probe's %s", StatusBatchDeadline, StatusProbeMax)
 	}
 }
+
+func TestWorkerStopTimeoutOutlastsEveryOp(t *testing.T) {
+	for _, c := range []struct{ opTimeout, check time.Duration }{
+		{0, 0},
+		{time.Minute, 5 * time.Second},
+		{24 * time.Hour, 24 * time.Hour},
+	} {
+		stop := WorkerStopTimeout(c.opTimeout, c.check)
+		s := WithDefaults(proc.Spec{OpTimeout: c.opTimeout, StartCheck: c.check, StopCheck: c.check})
+		for _, op := range []proc.OpType{proc.OpStart, proc.OpStop, proc.OpStatus, proc.OpRestart, proc.OpReload, proc.OpKill} {
+			if d := HostOpDeadline(op, s); stop < d+WorkerStopMargin {
+				t.Errorf("op_timeout %s, checks %s: %s deadline %s, stop timeout %s leaves no margin", c.opTimeout, c.check, op, d, stop)
+			}
+		}
+		if stop < StatusBatchDeadline+WorkerStopMargin {
+			t.Errorf("stop timeout %s is shorter than a status batch", stop)
+		}
+	}
+	// Bounds of one day each: a restart may run four days (stop, start, both checks).
+	if got, want := WorkerStopTimeout(24*time.Hour, 24*time.Hour), 4*24*time.Hour+15*time.Second+WorkerStopMargin; got != want {
+		t.Errorf("stop timeout for one-day bounds %s, want %s", got, want)
+	}
+}

@@ -16,9 +16,15 @@ import (
 // TestReplayRecordedHistories replays histories recorded from real runs
 // against the real dev server (internal/e2e, DROVER_RECORD_HISTORIES). A
 // change to workflow code that would break running workflows fails here;
-// such a change needs workflow.GetVersion.
+// such a change needs workflow.GetVersion. DROVER_REPLAY_DIR points it at
+// another directory instead, such as histories exported from production
+// with `temporal workflow show -o json`.
 func TestReplayRecordedHistories(t *testing.T) {
-	replayDir(t, filepath.Join("testdata", "histories"))
+	dir := os.Getenv("DROVER_REPLAY_DIR")
+	if dir == "" {
+		dir = filepath.Join("testdata", "histories")
+	}
+	replayDir(t, dir)
 }
 
 // replayDir replays every *.json history in dir against the workflows as

@@ -89,6 +89,9 @@ func (h *host) target() proc.Target { return proc.Target{CloudID: h.Host.CloudID
 // decide acts on what the watch saw. Every event is checked against the
 // entry as it is now: management may have changed since the watch began.
 func (h *host) decide(ctx workflow.Context, watched []int, events []activities.WatchEvent) {
+	if upgradeProbe != nil && len(events) > 0 {
+		upgradeProbe(ctx)
+	}
 	for _, ev := range events {
 		if ev.Index < 0 || ev.Index >= len(watched) {
 			continue

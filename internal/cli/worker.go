@@ -12,9 +12,11 @@ import (
 	"go.temporal.io/sdk/worker"
 
 	"github.com/drover-sh/drover/activities"
+	"github.com/drover-sh/drover/gseapi"
 	"github.com/drover-sh/drover/internal/config"
 	"github.com/drover-sh/drover/internal/metrics"
 	"github.com/drover-sh/drover/inventory"
+	"github.com/drover-sh/drover/policies"
 	"github.com/drover-sh/drover/transport"
 	"github.com/drover-sh/drover/workflows"
 )
@@ -38,6 +40,10 @@ func dialWithMetrics(cfg config.Config, logger *slog.Logger, handler client.Metr
 	}
 	return c, nil
 }
+
+// stopTimeout is how long Stop lets running host ops go on: the longest
+// deadline a spec within the API's bounds can give an op.
+var stopTimeout = policies.WorkerStopTimeout(gseapi.Seconds(gseapi.MaxOpTimeoutSecs), gseapi.Seconds(gseapi.MaxCheckSecs))
 
 // Worker is a running drover worker: its client, SSH pool, WinRM runner
 // and Temporal worker.
@@ -74,7 +80,10 @@ func StartWorker(cfg config.Config, logger *slog.Logger) (*Worker, error) {
 		_ = ssh.Close()
 		return nil, err
 	}
-	w := worker.New(c, cfg.TaskQueue, worker.Options{MaxConcurrentActivityExecutionSize: cfg.MaxConcurrentActivities})
+	w := worker.New(c, cfg.TaskQueue, worker.Options{MaxConcurrentActivityExecutionSize: cfg.MaxConcurrentActivities,
+		// A deploy stops polling and lets running host ops end by their own
+		// deadlines: cancelling one would kill its command on the host.
+		WorkerStopTimeout: stopTimeout})
 	winrm := transport.NewWinRM(transport.WinRMOptions{})
 	acts := &activities.Activities{Inventory: inv, Runner: m.Track(transport.Multi{SSH: ssh, WinRM: winrm})}
 	workflows.Register(w, acts, &workflows.Dispatcher{Client: c, TaskQueue: cfg.TaskQueue, Inventory: inv, Acts: acts,
@@ -104,7 +113,8 @@ func StartWorker(cfg config.Config, logger *slog.Logger) (*Worker, error) {
 	return wk, nil
 }
 
-// Stop stops polling, then closes the pool and the client.
+// Stop stops polling, waits for the running host ops to end (up to
+// stopTimeout), then closes the pool and the client.
 func (w *Worker) Stop() {
 	w.once.Do(func() {
 		w.w.Stop()
@@ -125,6 +135,8 @@ func RunWorker(ctx context.Context, cfg config.Config, logger *slog.Logger) erro
 	logger.Info("worker started", "temporal", cfg.TemporalAddress, "namespace", cfg.TemporalNamespace,
 		"task_queue", cfg.TaskQueue, "inventory", cfg.Inventory, "metrics", w.MetricsAddr)
 	<-ctx.Done()
+	logger.Info("worker stopping: no new work is taken; running host ops finish first")
 	w.Stop()
+	logger.Info("worker stopped")
 	return nil
 }
