@@ -31,6 +31,9 @@ type TemporalOptions struct {
 	SearchAttributes map[string]string
 	// LogFile receives the server's output; empty discards it.
 	LogFile string
+	// MetricsPort serves the server's Prometheus metrics on
+	// 127.0.0.1:MetricsPort/metrics when non-zero.
+	MetricsPort int
 }
 
 // Temporal is a running dev server process that this process owns.
@@ -100,6 +103,9 @@ func (t *Temporal) start() error {
 		args = append(args, "--ui-ip", "127.0.0.1", "--ui-port", strconv.Itoa(t.opts.UIPort))
 	} else {
 		args = append(args, "--headless")
+	}
+	if t.opts.MetricsPort != 0 {
+		args = append(args, "--metrics-port", strconv.Itoa(t.opts.MetricsPort))
 	}
 	for name, typ := range t.opts.SearchAttributes {
 		args = append(args, "--search-attribute", name+"="+typ)
