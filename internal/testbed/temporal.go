@@ -98,6 +98,9 @@ func (t *Temporal) start() error {
 		// Ops on many hosts need more than the dev server's default burst.
 		"--dynamic-config-value", "frontend.namespaceRPS=20000",
 		"--dynamic-config-value", "frontend.rps=20000",
+		// A host op's activity then starts from its host workflow's task,
+		// skipping the task queue (drover's workers ask for it).
+		"--dynamic-config-value", "system.enableActivityEagerExecution=true",
 	}
 	if t.opts.UIPort != 0 {
 		args = append(args, "--ui-ip", "127.0.0.1", "--ui-port", strconv.Itoa(t.opts.UIPort))
