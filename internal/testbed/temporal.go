@@ -34,6 +34,8 @@ type TemporalOptions struct {
 	// MetricsPort serves the server's Prometheus metrics on
 	// 127.0.0.1:MetricsPort/metrics when non-zero.
 	MetricsPort int
+	// SQLitePragmas are passed to the server's SQLite store ("NAME=VALUE").
+	SQLitePragmas []string
 }
 
 // Temporal is a running dev server process that this process owns.
@@ -106,6 +108,9 @@ func (t *Temporal) start() error {
 		args = append(args, "--ui-ip", "127.0.0.1", "--ui-port", strconv.Itoa(t.opts.UIPort))
 	} else {
 		args = append(args, "--headless")
+	}
+	for _, p := range t.opts.SQLitePragmas {
+		args = append(args, "--sqlite-pragma", p)
 	}
 	if t.opts.MetricsPort != 0 {
 		args = append(args, "--metrics-port", strconv.Itoa(t.opts.MetricsPort))

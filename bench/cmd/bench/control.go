@@ -39,8 +39,10 @@ var ctlOps = []struct {
 	op   proc.OpType
 }{{"start", proc.OpStart}, {"restart", proc.OpRestart}, {"stop", proc.OpStop}}
 
-// ctlAlive is the peers' liveness check of the pid file's pid.
-const ctlAlive = `{ read -r p < ` + ctlPid + ` 2>/dev/null && [ -d /proc/$p ] && ! grep -qs '^State:.Z' /proc/$p/status; }`
+// ctlAlive is the peers' liveness check of the pid file's pid: the pid
+// runs the program (a pid reused by another program, or a zombie, whose exe
+// link cannot be read, is not it).
+const ctlAlive = `{ read -r p < ` + ctlPid + ` 2>/dev/null && [ "$(readlink /proc/$p/exe 2>/dev/null)" = ` + ctlDir + "/" + ctlName + ` ]; }`
 
 // peerControlScript is what pssh and Ansible run for op: the spec's command
 // lines with the same checks drover makes (alive before, the start check
@@ -212,7 +214,9 @@ func (e *env) controlRound(ctx context.Context, tool string, hosts []*testbed.Ho
 func (e *env) peerControl(ctx context.Context, tool, op string, hosts []*testbed.Host, dir string, fresh bool) (string, float64, error) {
 	if fresh || dir == "" {
 		peerSeq++
-		dir = filepath.Join(e.dir, fmt.Sprintf("%s-ctl-%d", tool, peerSeq))
+		// Short: ssh's control socket paths under it must fit a Unix
+		// socket's 108 bytes.
+		dir = filepath.Join(e.dir, fmt.Sprintf("c%d", peerSeq))
 		if err := os.MkdirAll(filepath.Join(dir, "home"), 0o700); err != nil {
 			return dir, 0, err
 		}
@@ -229,9 +233,20 @@ func (e *env) peerControl(ctx context.Context, tool, op string, hosts []*testbed
 	runErr := cmd.Run()
 	took := time.Since(began).Seconds()
 	if n := countOK(stdout.Bytes()); runErr != nil || n != len(hosts) {
-		return dir, 0, fmt.Errorf("%s %s: %d of %d hosts ok (%v): %s%s", tool, op, n, len(hosts), runErr, tail(stdout.String()), tail(stderr.String()))
+		return dir, 0, fmt.Errorf("%s %s: %d of %d hosts ok (%v): %s%s", tool, op, n, len(hosts), runErr, notOK(stdout.Bytes()), tail(stderr.String()))
 	}
 	return dir, took, nil
+}
+
+// notOK is the output without its success lines: what went wrong.
+func notOK(out []byte) string {
+	var kept []string
+	for _, line := range strings.Split(string(out), "\n") {
+		if !strings.HasPrefix(strings.TrimSpace(line), "ok ") {
+			kept = append(kept, line)
+		}
+	}
+	return tail(strings.Join(kept, "\n"))
 }
 
 // countOK counts output lines that report success.

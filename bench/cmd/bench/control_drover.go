@@ -64,6 +64,9 @@ func (e *env) droverControl(ctx context.Context, name string, op proc.OpType, ho
 	}); err != nil {
 		return droverCtlRun{}, err
 	}
+	// The server reports its counters every second or so: let the last
+	// op's history reads land before counting this one's requests.
+	time.Sleep(2 * time.Second)
 	before := e.worker.SSH.Stats()
 	reqBefore := e.serverRequests()
 	began := time.Now()

@@ -84,7 +84,7 @@ func newEnv(ctx context.Context, s settings, bed *testbed.Bed, srv *testbed.Temp
 		TemporalAddress: srv.Address, TemporalNamespace: "default", TaskQueue: "bench",
 		Inventory: bed.InventoryPath, LogFormat: "text", LogLevel: "error",
 		SuperviseInterval: supInterval, LimitPolls: 3, MaxConcurrentActivities: 1000, MaxSessionsPerHost: 8,
-		WorkflowTaskPollers: 16, ActivityTaskPollers: 16,
+		WorkflowTaskPollers: s.wfPollers, ActivityTaskPollers: s.actPollers,
 	}
 	c, err := client.Dial(client.Options{HostPort: srv.Address, Logger: quietLog{}})
 	if err != nil {

@@ -17,6 +17,8 @@
 //	BENCH_SUP_HOSTS    hosts supervised (BENCH_HOSTS)
 //	BENCH_OUT          results directory (bench/results); a run writing
 //	                   elsewhere leaves README.md alone
+//	BENCH_SQLITE_SYNC  full: the dev server's SQLite syncs every transaction
+//	                   (its default); otherwise WAL, synced at checkpoints
 //	BENCH_PARTS        what to measure: status, control (start, restart and
 //	                   stop on BENCH_HOSTS), supervise (status,control,supervise)
 //
@@ -54,6 +56,7 @@ type settings struct {
 	supHosts               int
 	out, bin               string
 	parts                  []string
+	wfPollers, actPollers  int
 }
 
 // The parts of a bench run.
@@ -98,6 +101,8 @@ func loadSettings(args []string) (settings, error) {
 		s.parts = append(s.parts, p)
 	}
 	s.supHosts = envInt("BENCH_SUP_HOSTS", s.hosts)
+	// The worker's shipped defaults.
+	s.wfPollers, s.actPollers = 16, 16
 	if s.out == "" {
 		s.out = defaultOut()
 	}
@@ -196,7 +201,12 @@ func run(ctx context.Context, s settings) error {
 	if err != nil {
 		return err
 	}
-	srv, err := testbed.StartTemporal(testbed.TemporalOptions{SearchAttributes: workflows.SearchAttributeTypes, MetricsPort: metricsPort})
+	srv, err := testbed.StartTemporal(testbed.TemporalOptions{SearchAttributes: workflows.SearchAttributeTypes, MetricsPort: metricsPort,
+		// The dev server's SQLite otherwise syncs the disk at every
+		// transaction, and every host op is a dozen of them: on a shared
+		// disk the engine then measures the disk. A production cluster's
+		// store does not work that way.
+		SQLitePragmas: sqlitePragmas()})
 	if err != nil {
 		return err
 	}
@@ -275,4 +285,14 @@ func freePort() (int, error) {
 	}
 	defer ln.Close()
 	return ln.Addr().(*net.TCPAddr).Port, nil
+}
+
+// sqlitePragmas is the dev server's SQLite mode: write-ahead log, synced at
+// checkpoints (BENCH_SQLITE_SYNC=full syncs every transaction, the SQLite
+// default).
+func sqlitePragmas() []string {
+	if os.Getenv("BENCH_SQLITE_SYNC") == "full" {
+		return nil
+	}
+	return []string{"journal_mode=wal", "synchronous=normal"}
 }
