@@ -27,9 +27,10 @@ const (
 	ctlPid   = ctlDir + "/" + ctlName + ".pid"
 	ctlCheck = time.Second // start_check_secs and stop_check_secs, as in the issue
 	// ctlStart and ctlStop are the spec's start_cmd and stop_cmd; run in
-	// setup_path.
+	// setup_path. The stop removes the pid file: the test bed's hosts share
+	// one pid space, so a stale pid soon names another host's copy.
 	ctlStart = `setsid ./` + ctlName + ` 86400 </dev/null >/dev/null 2>&1 & echo $! > ` + ctlName + `.pid`
-	ctlStop  = `kill $(cat ` + ctlName + `.pid)`
+	ctlStop  = `kill $(cat ` + ctlName + `.pid) && rm -f ` + ctlName + `.pid`
 )
 
 // The control ops, in the order each round runs them: a start leaves the
