@@ -51,7 +51,7 @@ func (r *report) controlMarkdown(b *strings.Builder) {
 	w("Drover's engine is the pinned Temporal dev server (%s) with eager activity execution on; its worker has %d workflow and %d activity task pollers.\n\n",
 		sync, r.settings.wfPollers, r.settings.actPollers)
 
-	w("#### Targets (drover against each tool, cold / warm)\n\n| op | ≤ 0.3× pssh | ≤ 0.1× Ansible | ≤ 2× floor |\n|---|---|---|---|\n")
+	w("### Control-op targets (drover against each tool, cold / warm)\n\n| op | ≤ 0.3× pssh | ≤ 0.1× Ansible | ≤ 2× floor |\n|---|---|---|---|\n")
 	for _, o := range ctlOps {
 		w("| %s |", o.name)
 		for _, t := range []struct {
@@ -130,7 +130,7 @@ func (r *report) ctlPhases(b *strings.Builder) {
 			cols = append(cols, c)
 		}
 	}
-	w("#### Where drover's control ops spend their time (%d hosts; per-host phases as p50 / max over hosts, medians over runs)\n\n| phase |", r.settings.hosts)
+	w("### Where drover's control ops spend their time (%d hosts; per-host phases as p50 / max over hosts, medians over runs)\n\n| phase |", r.settings.hosts)
 	for _, c := range cols {
 		w(" %s %s |", c.op, map[bool]string{false: "cold", true: "warm"}[c.warm])
 	}
