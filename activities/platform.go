@@ -32,6 +32,10 @@ type platform interface {
 	parseProbe(out string, n int) (proc.HostInfo, []proc.Sample, error)
 	alive(s proc.Sample, procName string) bool
 	controlScript(spec proc.Spec, cmd string) string
+	// checkedControlScript is controlScript followed, in the same exec, by
+	// a probe after wait (see checkedControlScript), or "" when the
+	// platform runs them apart.
+	checkedControlScript(spec proc.Spec, cmd string, wait time.Duration, anyExit bool) string
 	// signalScript stops the probed incarnation: sig is TERM or KILL; with
 	// wait > 0 a TERM is followed by KILL after wait.
 	signalScript(pid int, startTicks uint64, sig string, wait time.Duration) string
@@ -100,6 +104,10 @@ func (linuxPlatform) alive(s proc.Sample, name string) bool { return proc.Alive(
 
 func (linuxPlatform) controlScript(spec proc.Spec, cmd string) string {
 	return controlScript(spec.SetupPath, cmd, spec.OpTimeout)
+}
+
+func (p linuxPlatform) checkedControlScript(spec proc.Spec, cmd string, wait time.Duration, anyExit bool) string {
+	return checkedControlScript(p.controlScript(spec, cmd), p.statusScript(spec, 0, false), wait, anyExit)
 }
 
 func (linuxPlatform) signalScript(pid int, startTicks uint64, sig string, wait time.Duration) string {

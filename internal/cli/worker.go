@@ -80,10 +80,14 @@ func StartWorker(cfg config.Config, logger *slog.Logger) (*Worker, error) {
 		_ = ssh.Close()
 		return nil, err
 	}
-	w := worker.New(c, cfg.TaskQueue, worker.Options{MaxConcurrentActivityExecutionSize: cfg.MaxConcurrentActivities,
+	w := worker.New(c, cfg.TaskQueue, worker.Options{
+		MaxConcurrentActivityExecutionSize: cfg.MaxConcurrentActivities,
+		MaxConcurrentWorkflowTaskPollers:   cfg.WorkflowTaskPollers,
+		MaxConcurrentActivityTaskPollers:   cfg.ActivityTaskPollers,
 		// A deploy stops polling and lets running host ops end by their own
 		// deadlines: cancelling one would kill its command on the host.
-		WorkerStopTimeout: stopTimeout})
+		WorkerStopTimeout: stopTimeout,
+	})
 	winrm := transport.NewWinRM(transport.WinRMOptions{})
 	acts := &activities.Activities{Inventory: inv, Runner: m.Track(transport.Multi{SSH: ssh, WinRM: winrm})}
 	workflows.Register(w, acts, &workflows.Dispatcher{Client: c, TaskQueue: cfg.TaskQueue, Inventory: inv, Acts: acts,

@@ -66,6 +66,12 @@ type Config struct {
 	IdleConnectionTimeout time.Duration `koanf:"idle_connection_timeout"`
 	// MaxConcurrentDials caps the worker's SSH dials in flight.
 	MaxConcurrentDials int `koanf:"max_concurrent_dials"`
+	// WorkflowTaskPollers and ActivityTaskPollers are the worker's
+	// concurrent long polls per task kind. Each poll brings one task, so
+	// they bound how many tasks a worker takes in per round trip to the
+	// server: every host op is a few workflow tasks and an activity.
+	WorkflowTaskPollers int `koanf:"workflow_task_pollers"`
+	ActivityTaskPollers int `koanf:"activity_task_pollers"`
 	// MetricsListen is where the worker serves Prometheus /metrics; empty is off.
 	MetricsListen string `koanf:"metrics_listen"`
 }
@@ -115,6 +121,11 @@ var defaults = map[string]any{
 	"idle_connection_timeout":   "10m",
 	"max_concurrent_dials":      256,
 	"max_concurrent_activities": 1000,
+	// The SDK's default of 2 each takes in tasks one round trip at a time
+	// per poller: an op on hundreds of hosts queued its workflow tasks for
+	// seconds behind them.
+	"workflow_task_pollers": 16,
+	"activity_task_pollers": 16,
 }
 
 // DefaultFile is read when --config is not given and it exists.
@@ -153,6 +164,8 @@ func AddWorkerFlags(fs *pflag.FlagSet) {
 	fs.Int("max-concurrent-dials", 0, "SSH connections one worker dials at once; more wait their turn (env DROVER_MAX_CONCURRENT_DIALS, default 256)")
 	fs.String("metrics-listen", "", "serve Prometheus /metrics on this address, e.g. :9090 (env DROVER_METRICS_LISTEN; default off)")
 	fs.Int("max-sessions-per-host", 0, "SSH sessions per pooled host connection (env DROVER_MAX_SESSIONS_PER_HOST, default 8)")
+	fs.Int("workflow-task-pollers", 0, "concurrent workflow task polls (env DROVER_WORKFLOW_TASK_POLLERS, default 16; at least 2)")
+	fs.Int("activity-task-pollers", 0, "concurrent activity task polls (env DROVER_ACTIVITY_TASK_POLLERS, default 16)")
 }
 
 // Load merges defaults, file, environment and the flags that were set.
@@ -228,6 +241,13 @@ func (c Config) validate() error {
 	}
 	if c.MaxConcurrentActivities < 1 {
 		return fmt.Errorf("max_concurrent_activities %d: must be at least 1", c.MaxConcurrentActivities)
+	}
+	if c.WorkflowTaskPollers < 2 {
+		// One poller cannot serve both the sticky and the shared queue.
+		return fmt.Errorf("workflow_task_pollers %d: must be at least 2", c.WorkflowTaskPollers)
+	}
+	if c.ActivityTaskPollers < 1 {
+		return fmt.Errorf("activity_task_pollers %d: must be at least 1", c.ActivityTaskPollers)
 	}
 	if err := c.validateCodec(); err != nil {
 		return err
