@@ -57,27 +57,33 @@ func newVerbCommands() []*cobra.Command {
 				return runVerb(cmd, v.api, v.op, f)
 			},
 		}
-		fl := cmd.Flags()
-		fl.StringVar(&f.namespace, "namespace", "", "process namespace (meta.namespace)")
-		fl.StringVar(&f.name, "name", "", "process name (meta.name)")
-		fl.StringVar(&f.hosts, "hosts", "all", hostsUsage)
-		fl.BoolVar(&f.wait, "wait", false, "wait and show progress (the default on a terminal)")
-		fl.BoolVar(&f.noWait, "no-wait", false, "print the task id and return")
-		fl.StringVarP(&f.output, "output", "o", "table", "result format: table, wide (status: start time, threads, cmdline), json or yaml")
-		fl.DurationVar(&f.timeout, "timeout", 0, "give up waiting after this long (0: no limit)")
+		addVerbFlags(cmd, &f)
 		if v.op == proc.OpSpecRegister {
-			fl.StringVar(&f.spec, "spec", "", "register_proc_info's spec object, as a JSON or YAML file")
+			cmd.Flags().StringVar(&f.spec, "spec", "", "register_proc_info's spec object, as a JSON or YAML file")
 		}
-		completeProcessFlags(cmd)
-		_ = cmd.RegisterFlagCompletionFunc("output", cobra.FixedCompletions([]string{"table", "wide", "json", "yaml"}, cobra.ShellCompDirectiveNoFileComp))
 		cmds = append(cmds, cmd)
 	}
 	return cmds
 }
 
+// addVerbFlags adds the flags every verb shares: the process, the hosts,
+// waiting and the output format.
+func addVerbFlags(cmd *cobra.Command, f *verbFlags) {
+	fl := cmd.Flags()
+	fl.StringVar(&f.namespace, "namespace", "", "process namespace (meta.namespace)")
+	fl.StringVar(&f.name, "name", "", "process name (meta.name)")
+	fl.StringVar(&f.hosts, "hosts", "all", hostsUsage)
+	fl.BoolVar(&f.wait, "wait", false, "wait and show progress (the default on a terminal)")
+	fl.BoolVar(&f.noWait, "no-wait", false, "print the task id and return")
+	fl.StringVarP(&f.output, "output", "o", "table", "result format: table, wide (status: start time, threads, cmdline), json or yaml")
+	fl.DurationVar(&f.timeout, "timeout", 0, "give up waiting after this long (0: no limit)")
+	completeProcessFlags(cmd)
+	_ = cmd.RegisterFlagCompletionFunc("output", cobra.FixedCompletions([]string{"table", "wide", "json", "yaml"}, cobra.ShellCompDirectiveNoFileComp))
+}
+
 func runVerb(cmd *cobra.Command, api string, op proc.OpType, f verbFlags) error {
-	if f.output != "table" && f.output != "wide" && f.output != "json" && f.output != "yaml" {
-		return &ExitError{Code: ExitBadRequest, Err: fmt.Errorf("-o %q: must be table, wide, json or yaml", f.output)}
+	if err := checkOutput(f.output); err != nil {
+		return err
 	}
 	cfg, err := config.Load(cmd.Flags())
 	if err != nil {
@@ -91,6 +97,13 @@ func runVerb(cmd *cobra.Command, api string, op proc.OpType, f verbFlags) error 
 	if err != nil {
 		return &ExitError{Code: ExitBadRequest, Err: err}
 	}
+	return runTask(cmd, cfg, task, f, printRecap)
+}
+
+// runTask starts an accepted task and, when waiting, prints its results
+// with print; the exit code says whether every host succeeded.
+func runTask(cmd *cobra.Command, cfg config.Config, task *gseapi.Task, f verbFlags,
+	print func(io.Writer, *gseapi.Task, map[string]proc.HostResult, string) error) error {
 	ctx, cancel := withTimeout(cmd, f.timeout)
 	defer cancel()
 	c, err := dial(cfg)
@@ -103,7 +116,7 @@ func runVerb(cmd *cobra.Command, api string, op proc.OpType, f verbFlags) error 
 	if err != nil {
 		return &ExitError{Code: ExitUnavailable, Err: err}
 	}
-	wait := f.wait || (!f.noWait && isTerminal(cmd.ErrOrStderr())) || gseapi.Synchronous(api)
+	wait := f.wait || (!f.noWait && isTerminal(cmd.ErrOrStderr())) || gseapi.Synchronous(task.API)
 	if !wait {
 		fmt.Fprintln(cmd.OutOrStdout(), id)
 		return nil
@@ -112,7 +125,7 @@ func runVerb(cmd *cobra.Command, api string, op proc.OpType, f verbFlags) error 
 	if err != nil {
 		return &ExitError{Code: ExitUnavailable, Err: err}
 	}
-	if err := printRecap(cmd.OutOrStdout(), task, res, f.output); err != nil {
+	if err := print(cmd.OutOrStdout(), task, res, f.output); err != nil {
 		return err
 	}
 	for _, r := range res {
@@ -125,19 +138,10 @@ func runVerb(cmd *cobra.Command, api string, op proc.OpType, f verbFlags) error 
 
 // verbBody builds the documented request body for the selected hosts.
 func verbBody(cfg config.Config, api string, op proc.OpType, f verbFlags) ([]byte, error) {
-	inv, err := inventory.Load(cfg.Inventory)
+	req, err := metaHostsBody(cfg, f)
 	if err != nil {
 		return nil, err
 	}
-	hosts, err := inv.Select(f.hosts)
-	if err != nil {
-		return nil, err
-	}
-	refs := make([]map[string]any, len(hosts))
-	for i, h := range hosts {
-		refs[i] = map[string]any{"ip": h.IP, "bk_cloud_id": h.CloudID, "bk_supplier_id": h.SupplierID}
-	}
-	req := map[string]any{"meta": map[string]any{"namespace": f.namespace, "name": f.name}, "hosts": refs}
 	switch api {
 	case gseapi.APIOperateProcess:
 		req["op_type"] = int(op)
@@ -156,6 +160,23 @@ func verbBody(cfg config.Config, api string, op proc.OpType, f verbFlags) ([]byt
 		req["spec"] = spec
 	}
 	return json.Marshal(req)
+}
+
+// metaHostsBody is the request naming f's process on the hosts f selects.
+func metaHostsBody(cfg config.Config, f verbFlags) (map[string]any, error) {
+	inv, err := inventory.Load(cfg.Inventory)
+	if err != nil {
+		return nil, err
+	}
+	hosts, err := inv.Select(f.hosts)
+	if err != nil {
+		return nil, err
+	}
+	refs := make([]map[string]any, len(hosts))
+	for i, h := range hosts {
+		refs[i] = map[string]any{"ip": h.IP, "bk_cloud_id": h.CloudID, "bk_supplier_id": h.SupplierID}
+	}
+	return map[string]any{"meta": map[string]any{"namespace": f.namespace, "name": f.name}, "hosts": refs}, nil
 }
 
 // waitWithProgress polls the task, drawing done/failed/total on w.
@@ -242,6 +263,12 @@ func printRecap(w io.Writer, task *gseapi.Task, res map[string]proc.HostResult, 
 	for _, r := range rows {
 		counts[r.Code]++
 	}
+	_, err := fmt.Fprintf(w, "%d hosts: %s\n", len(rows), countsLine(counts))
+	return err
+}
+
+// countsLine is the recap's hosts by outcome: "2 success (0), 1 ...".
+func countsLine(counts map[proc.Code]int) string {
 	codes := make([]int, 0, len(counts))
 	for c := range counts {
 		codes = append(codes, int(c))
@@ -251,8 +278,7 @@ func printRecap(w io.Writer, task *gseapi.Task, res map[string]proc.HostResult, 
 	for _, c := range codes {
 		parts = append(parts, fmt.Sprintf("%d %s (%d)", counts[proc.Code(c)], proc.Code(c).Message(), c))
 	}
-	_, err := fmt.Fprintf(w, "%d hosts: %s\n", len(rows), strings.Join(parts, ", "))
-	return err
+	return strings.Join(parts, ", ")
 }
 
 func isTerminal(w io.Writer) bool {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/drover-sh/drover/activities"
 	"github.com/drover-sh/drover/internal/config"
+	"github.com/drover-sh/drover/internal/filestore"
 	"github.com/drover-sh/drover/internal/metrics"
 	"github.com/drover-sh/drover/inventory"
 	"github.com/drover-sh/drover/transport"
@@ -76,7 +77,8 @@ func StartWorker(cfg config.Config, logger *slog.Logger) (*Worker, error) {
 	}
 	w := worker.New(c, cfg.TaskQueue, worker.Options{MaxConcurrentActivityExecutionSize: cfg.MaxConcurrentActivities})
 	winrm := transport.NewWinRM(transport.WinRMOptions{})
-	acts := &activities.Activities{Inventory: inv, Runner: m.Track(transport.Multi{SSH: ssh, WinRM: winrm})}
+	acts := &activities.Activities{Inventory: inv, Runner: m.Track(transport.Multi{SSH: ssh, WinRM: winrm}),
+		Files: transport.Multi{SSH: ssh, WinRM: winrm}, Store: filestore.Store{Dir: cfg.FilesDir}}
 	workflows.Register(w, acts, &workflows.Dispatcher{Client: c, TaskQueue: cfg.TaskQueue, Inventory: inv, Acts: acts,
 		Supervision: workflows.Supervision{Interval: cfg.SuperviseInterval, LimitPolls: cfg.LimitPolls}})
 	wk := &Worker{Client: c, SSH: ssh, WinRM: winrm, Metrics: m, w: w, stopMetrics: func() {}}
