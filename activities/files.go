@@ -12,6 +12,7 @@ import (
 	"os"
 	"path"
 	"strings"
+	"time"
 
 	"github.com/pkg/sftp"
 
@@ -245,15 +246,24 @@ func (a *Activities) removeTemps(ctx context.Context, host inventory.Host, accou
 	if len(left) == 0 {
 		return
 	}
+	// The host may be back only a moment later (a blip, an sshd
+	// restart): try again until the cleanup's own deadline.
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), policies.FileCleanupTimeout)
 	defer cancel()
-	s2, err := a.Files.OpenFiles(cctx, host, account)
-	if err != nil {
-		return // removed by the next push to this path
-	}
-	defer func() { _ = s2.Close() }()
-	for _, t := range left {
-		_ = s2.Remove(t)
+	for {
+		s2, err := a.Files.OpenFiles(cctx, host, account)
+		if err == nil {
+			for _, t := range left {
+				_ = s2.Remove(t)
+			}
+			_ = s2.Close()
+			return
+		}
+		select {
+		case <-cctx.Done():
+			return // removed by the next push to this path
+		case <-time.After(time.Second):
+		}
 	}
 }
 

@@ -2,12 +2,14 @@ package e2e
 
 import (
 	"crypto/md5"
+	"crypto/rand"
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -143,5 +145,141 @@ func TestConfigPushThenReload(t *testing.T) {
 		if countLeaks(dump, want) == 0 {
 			t.Fatalf("history of %s does not show the content's md5 %s: the search proves nothing", id, want)
 		}
+	}
+}
+
+// pushResult is a starter run's outcome, handed back from its goroutine.
+type pushResult struct {
+	out, errOut string
+	code        int
+}
+
+func TestConfigPushDroppedMidTransferLeavesNoTornFile(t *testing.T) {
+	old := "port = 1\n"
+	e, _, _ := filesEnv(t, 3, old)
+	h := e.bed.Hosts[0]
+	const size = 60 << 20
+	local := filepath.Join(t.TempDir(), "big.conf")
+	for attempt := 1; ; attempt++ {
+		content := make([]byte, size)
+		if _, err := rand.Read(content); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(local, content, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		sum := md5.Sum(content)
+		want := hex.EncodeToString(sum[:])
+		done := make(chan pushResult, 1)
+		go func() {
+			out, errOut, code := e.starter("", "config", "push", "--namespace", "web", "--name", "svc", "--hosts", "all",
+				"--file", local+":"+appConf, "--wait", "-o", "json", "--files-dir", e.cfg.FilesDir)
+			done <- pushResult{out, errOut, code}
+		}()
+		// Freeze host 0 once its temporary file holds part of the content,
+		// then kill its sessions: the connection dies mid-transfer.
+		caught, finished := false, false
+		var res pushResult
+		for !caught && !finished {
+			select {
+			case res = <-done:
+				finished = true
+				continue
+			default:
+			}
+			out, _ := h.Exec("stat -c %s /data/app/.app.conf.drover-*" + " 2>/dev/null | head -1")
+			n, _ := strconv.Atoi(strings.TrimSpace(out))
+			if n <= 0 || n >= size {
+				continue
+			}
+			if err := h.Pause(); err != nil {
+				t.Fatal(err)
+			}
+			out, _ = h.Exec("stat -c %s /data/app/.app.conf.drover-* 2>/dev/null | head -1")
+			if n, _ = strconv.Atoi(strings.TrimSpace(out)); n > 0 && n < size {
+				if _, err := h.DropSessions(); err != nil {
+					t.Fatal(err)
+				}
+				caught = true
+				t.Logf("attempt %d: connection dropped with %d of %d bytes in the temporary file", attempt, n, size)
+			}
+			if err := h.Resume(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if !finished {
+			res = <-done
+		}
+		if !caught {
+			// The transfer ended before it was seen half-way: again, with
+			// new content.
+			if attempt == 3 {
+				t.Fatalf("the transfer to %s was never caught half-way in %d attempts", h.IP, attempt)
+			}
+			continue
+		}
+		rows := decodeRows(t, res.out)
+		if r := rows[webKey(h.IP)]; r.Code == 0 || r.Code == int(proc.CodeRunning) {
+			t.Fatalf("host %s, its connection dropped mid-transfer, answered %+v", h.IP, r)
+		}
+		for _, o := range e.bed.Hosts[1:] {
+			if r := rows[webKey(o.IP)]; r.Code != 0 {
+				t.Fatalf("host %s must not suffer from another's dropped connection: %+v", o.IP, r)
+			}
+			if got, _ := o.Exec("md5sum < " + appConf + " | cut -c1-32"); strings.TrimSpace(got) != want {
+				t.Fatalf("host %s: md5 %s, want the pushed %s", o.IP, got, want)
+			}
+		}
+		got, _ := h.Exec("md5sum < " + appConf + " | cut -c1-32; ls -a /data/app | grep -c drover- || true")
+		if lines := strings.Fields(got); len(lines) != 2 || lines[0] != md5hex(old) || lines[1] != "0" {
+			t.Fatalf("host %s after the dropped transfer: md5 of app.conf (want the old %s) and temporary files left:\n%s", h.IP, md5hex(old), got)
+		}
+		if cm := e.entry(t, h.IP, proc.ProcessID{Namespace: "web", Name: "svc"}).Spec.ConfigMap; cm[0].MD5 != md5hex(old) {
+			t.Fatalf("host %s: the registry must keep the old md5 after a failed push: %+v", h.IP, cm)
+		}
+		chaosCount(t, "faults", 1)
+		return
+	}
+}
+
+func TestConfigPushRefusesBadPaths(t *testing.T) {
+	e, _, _ := filesEnv(t, 1, "port = 1\n")
+	h := e.bed.Hosts[0]
+	// A symlink in the directory, pointing out of it.
+	if _, err := h.Exec("mkdir -p /data/outside && echo keep > /data/outside/target && ln -s /data/outside/target /data/app/linked.conf"); err != nil {
+		t.Fatal(err)
+	}
+	local := pushLocal(t, "evil = 1\n")
+	before, _ := h.Exec("find /data -type f -newer " + appConf + " | sort; ls -la /data/app /data/outside")
+	for _, c := range []struct{ remote, field string }{
+		{"data/app/app.conf", "absolute REMOTE path"},
+		{"/data/app/../outside/target", "must not contain a '..' component"},
+	} {
+		out, errOut, code := e.starter("", "config", "push", "--namespace", "web", "--name", "svc", "--hosts", "all",
+			"--file", local+":"+c.remote, "--wait", "--files-dir", e.cfg.FilesDir)
+		if code != 2 || !strings.Contains(errOut, "--file[0]") || !strings.Contains(errOut, c.field) {
+			t.Fatalf("push to %s: exit %d, want 2 naming --file[0] and %q:\n%s%s", c.remote, code, c.field, out, errOut)
+		}
+	}
+	out, errOut, code := e.starter("", "config", "push", "--namespace", "web", "--name", "svc", "--hosts", "all",
+		"--file", local+":/data/app/linked.conf", "--wait", "-o", "json", "--files-dir", e.cfg.FilesDir)
+	r := decodeRows(t, out)[webKey(h.IP)]
+	if code != 1 || r.Code != int(proc.CodeBadSpec) || !strings.Contains(r.Message, "field files[0].path") ||
+		!strings.Contains(r.Message, "symlink to /data/outside/target, outside /data/app") {
+		t.Fatalf("push through a symlink: exit %d %+v %s", code, r, errOut)
+	}
+	after, _ := h.Exec("find /data -type f -newer " + appConf + " | sort; ls -la /data/app /data/outside")
+	if after != before {
+		t.Fatalf("a refused push wrote on the host:\nbefore %s\nafter %s", before, after)
+	}
+	if got, _ := h.Exec("cat /data/outside/target"); got != "keep\n" {
+		t.Fatalf("the symlink's target changed: %q", got)
+	}
+	// The same refusal over HTTP, with the content inline.
+	body := `{"bk_app_code":"e2e","meta":{"namespace":"web","name":"svc"},"hosts":[{"ip":"` + h.IP + `","bk_cloud_id":0}],` +
+		`"files":[{"path":"/data/app/../outside/target","content":"ZXZpbCA9IDEK"}]}`
+	out, errOut, code = e.starter(body, "api", "push_config", "--files-dir", e.cfg.FilesDir)
+	if code != 2 || !strings.Contains(out+errOut, "field files[0].path") {
+		t.Fatalf("push_config with '..': exit %d\n%s%s", code, out, errOut)
 	}
 }
