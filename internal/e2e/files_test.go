@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -281,5 +282,73 @@ func TestConfigPushRefusesBadPaths(t *testing.T) {
 	out, errOut, code = e.starter(body, "api", "push_config", "--files-dir", e.cfg.FilesDir)
 	if code != 2 || !strings.Contains(out+errOut, "field files[0].path") {
 		t.Fatalf("push_config with '..': exit %d\n%s%s", code, out, errOut)
+	}
+}
+
+func TestStarterLogs(t *testing.T) {
+	e := newEnv(t, 3)
+	e.cfg.FilesDir = t.TempDir()
+	var targets []proc.Target
+	for i, h := range e.bed.Hosts {
+		installApp(t, h, "app")
+		script := fmt.Sprintf("mkdir -p /data/app/log && for n in 1 2 3 4 5; do echo \"host %d line $n\"; done > /data/app/log/old.log && "+
+			"touch -d '2020-01-01' /data/app/log/old.log && (echo 'host %d newest a'; echo 'ERROR host %d newest b'; echo 'host %d newest c') > /data/app/log/svc.log && "+
+			"chown -R %s /data/app", i, i, i, i, testbed.AppUser)
+		if _, err := h.Exec(script); err != nil {
+			t.Fatal(err)
+		}
+		targets = append(targets, proc.Target{IP: h.IP})
+	}
+	// Host 2's newest entry is a symlink out of the directory: not followed.
+	if _, err := e.bed.Hosts[2].Exec("echo 'secret outside' > /data/secret && ln -s /data/secret /data/app/log/zzz.log && touch -h /data/app/log/zzz.log"); err != nil {
+		t.Fatal(err)
+	}
+	e.startWorker()
+	spec := appSpec("app")
+	spec.Account = testbed.AppUser
+	spec.LogPath = "/data/app/log/"
+	e.register("web", "svc", spec, targets[:2]...)
+	file := spec
+	file.LogPath = "/data/app/log/old.log"
+	e.register("web", "svc", file, targets[2])
+
+	out, errOut, code := e.starter("", "logs", "--namespace", "web", "--name", "svc", "--hosts", "all", "--tail", "2", "--files-dir", e.cfg.FilesDir, "--wait")
+	if code != 0 {
+		t.Fatalf("logs: exit %d\n%s%s", code, out, errOut)
+	}
+	for i, h := range e.bed.Hosts[:2] {
+		want := fmt.Sprintf("==> %s: /data/app/log/svc.log <==\nERROR host %d newest b\nhost %d newest c\n", webKey(h.IP), i, i)
+		if !strings.Contains(out, want) {
+			t.Fatalf("logs of host %s: want\n%s\nin\n%s", h.IP, want, out)
+		}
+	}
+	if want := fmt.Sprintf("==> %s: /data/app/log/old.log <==\nhost 2 line 4\nhost 2 line 5\n", webKey(e.bed.Hosts[2].IP)); !strings.Contains(out, want) ||
+		strings.Contains(out, "secret outside") || !strings.Contains(out, "3 hosts: 3 success (0)") {
+		t.Fatalf("logs: want\n%s\nand no secret in\n%s", want, out)
+	}
+	// --grep keeps matching lines only; the tails left files_dir once printed.
+	out, _, code = e.starter("", "logs", "--namespace", "web", "--name", "svc", "--hosts", e.bed.Hosts[0].IP, "--grep", "^ERROR", "--files-dir", e.cfg.FilesDir, "--wait", "-o", "json")
+	if code != 0 || !strings.Contains(out, `"ERROR host 0 newest b"`) || strings.Contains(out, "newest c") {
+		t.Fatalf("logs --grep: exit %d\n%s", code, out)
+	}
+	if left, _ := filepath.Glob(filepath.Join(e.cfg.FilesDir, "sha256", "*", "*")); len(left) != 0 {
+		t.Fatalf("log tails left in files_dir after printing: %v", left)
+	}
+	// A log_path that is a symlink out of its directory is refused on its host.
+	out, _, code = e.starter("", "logs", "--namespace", "web", "--name", "svc", "--hosts", e.bed.Hosts[2].IP, "--files-dir", e.cfg.FilesDir, "--wait")
+	if code != 0 {
+		t.Fatalf("logs of a plain file: exit %d\n%s", code, out)
+	}
+	link := spec
+	link.LogPath, link.ValueKey = "/data/app/log/zzz.log", "link"
+	e.register("web", "link", link, targets[2])
+	out, _, code = e.starter("", "logs", "--namespace", "web", "--name", "link", "--hosts", e.bed.Hosts[2].IP, "--files-dir", e.cfg.FilesDir, "--wait")
+	if code != 1 || !strings.Contains(out, "9107") || !strings.Contains(out, "outside /data/app/log") || strings.Contains(out, "secret outside") {
+		t.Fatalf("logs through a symlink out of the directory: exit %d\n%s", code, out)
+	}
+	// Bad input is refused before anything starts.
+	_, errOut, code = e.starter("", "logs", "--namespace", "web", "--name", "svc", "--grep", "(", "--files-dir", e.cfg.FilesDir)
+	if code != 2 || !strings.Contains(errOut, "field grep") {
+		t.Fatalf("bad --grep: exit %d %s", code, errOut)
 	}
 }
