@@ -320,6 +320,15 @@ func (a *Activities) repair(ctx context.Context, host inventory.Host, spec proc.
 		if sum == c.MD5 {
 			continue
 		}
+		if c.Source != nil && c.Source.MD5 == "" {
+			// Named by a request by its sha256 alone: the store knows the rest.
+			ref, err := a.Store.Stat(c.Source.SHA256)
+			if err != nil {
+				cannot = append(cannot, fmt.Sprintf("%s: its source %v", c.Path, err))
+				continue
+			}
+			c.Source = &ref
+		}
 		switch {
 		case c.Source == nil:
 			cannot = append(cannot, c.Path+" has no source to restore it from (push it with starter config push)")

@@ -141,6 +141,9 @@ func decodePush(t *Task, r FilesRequest) error {
 			}
 			t.contents[i] = b
 		case f.SHA256 != "":
+			if !validSHA256(strings.ToLower(f.SHA256)) {
+				return fieldErr(field+".sha256", "must be a sha256 in hex (64 characters), got %q", f.SHA256)
+			}
 			pf.Content.SHA256 = strings.ToLower(f.SHA256)
 		default:
 			return fieldErr(field, "needs content (base64) or sha256 (of content in files_dir)")
@@ -192,6 +195,13 @@ func storeOf(e Engine) ContentStore {
 		return fs.ContentStore()
 	}
 	return nil
+}
+
+func validSHA256(s string) bool {
+	if len(s) != 64 {
+		return false
+	}
+	return strings.Trim(s, "0123456789abcdef") == ""
 }
 
 func validRegexp(s string) error {

@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/drover-sh/drover/internal/testbed"
 	"github.com/drover-sh/drover/proc"
@@ -350,5 +351,61 @@ func TestStarterLogs(t *testing.T) {
 	_, errOut, code = e.starter("", "logs", "--namespace", "web", "--name", "svc", "--grep", "(", "--files-dir", e.cfg.FilesDir)
 	if code != 2 || !strings.Contains(errOut, "field grep") {
 		t.Fatalf("bad --grep: exit %d %s", code, errOut)
+	}
+}
+
+func TestConfigDriftRepair(t *testing.T) {
+	e, _, _ := filesEnv(t, 2, "port = 1\n")
+	h, other := e.bed.Hosts[0], e.bed.Hosts[1]
+	if out, errOut, code := e.starter("", "start", "--namespace", "web", "--name", "svc", "--hosts", "all", "--wait"); code != 0 {
+		t.Fatalf("start: exit %d\n%s%s", code, out, errOut)
+	}
+	content := "port = 3\n"
+	want := md5hex(content)
+	if out, errOut, code := e.starter("", "config", "push", "--namespace", "web", "--name", "svc", "--hosts", "all",
+		"--file", pushLocal(t, content)+":"+appConf, "--wait", "--files-dir", e.cfg.FilesDir); code != 0 {
+		t.Fatalf("push: exit %d\n%s%s", code, out, errOut)
+	}
+	// Changed by hand: supervision reports the drift.
+	if _, err := h.Exec("echo 'port = 9' > " + appConf); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 30*time.Second, "drift event", e.hasEvent(t, h, workflows.EventConfigDrift))
+	p := proc.ProcessID{Namespace: "web", Name: "svc"}
+	st := e.op(proc.OpStatus, proc.Item{Target: proc.Target{IP: h.IP}, Process: p})
+	if !strings.Contains(st.Content, `"configDrift":["`+appConf+`"]`) {
+		t.Fatalf("status must report the drifted file: %s", st.Content)
+	}
+	out, errOut, code := e.starter("", "config", "repair", "--namespace", "web", "--name", "svc", "--hosts", "all", "--wait", "-o", "json")
+	if code != 0 {
+		t.Fatalf("repair: exit %d\n%s%s", code, out, errOut)
+	}
+	rows := decodeRows(t, out)
+	if r := rows[webKey(h.IP)]; r.Code != 0 || !strings.Contains(r.Message, "restored "+appConf) {
+		t.Fatalf("repair of the drifted host: %+v", r)
+	}
+	if r := rows[webKey(other.IP)]; r.Code != 0 || r.Message != "no config drift" {
+		t.Fatalf("repair of the host without drift: %+v", r)
+	}
+	got, _ := h.Exec("stat -c '%U %a' " + appConf + "; md5sum < " + appConf + " | cut -c1-32; ls -a /data/app | grep -c drover- || true")
+	if lines := strings.Split(strings.TrimSpace(got), "\n"); len(lines) != 3 || lines[0] != testbed.AppUser+" 644" || lines[1] != want || lines[2] != "0" {
+		t.Fatalf("after the repair: owner and mode, md5 (want %s), temporary files:\n%s", want, got)
+	}
+	// The drift clears: at once in status and the events, and supervision,
+	// polling on, reports none again.
+	if en := e.entry(t, h.IP, p); len(en.Drifted) != 0 {
+		t.Fatalf("drift after the repair: %v", en.Drifted)
+	}
+	if !e.hasEvent(t, h, workflows.EventConfigRestored)() {
+		t.Fatalf("no %s event: %+v", workflows.EventConfigRestored, e.events(t, h))
+	}
+	clock := e.pollClock(t, h.IP, h, "clock")
+	clock.await(t)
+	if n := countKind(e.events(t, h), workflows.EventConfigDrift); n != 1 {
+		t.Fatalf("drift reported %d times, want the one before the repair: %+v", n, e.events(t, h))
+	}
+	st = e.op(proc.OpStatus, proc.Item{Target: proc.Target{IP: h.IP}, Process: p})
+	if strings.Contains(st.Content, "configDrift") {
+		t.Fatalf("status after the repair: %s", st.Content)
 	}
 }
