@@ -219,7 +219,7 @@ func (r *opRun) start() HostOpOutput {
 // alive through the start-check window.
 func (r *opRun) startAndCheck(verb, cmd string) HostOpOutput {
 	if f := r.runControl(verb, cmd); f != nil {
-		return failed(*f)
+		return r.withLog(failed(*f))
 	}
 	p, f := r.postStartCheck()
 	if f != nil {
@@ -230,9 +230,9 @@ func (r *opRun) startAndCheck(verb, cmd string) HostOpOutput {
 			// A one-shot or periodic run may be done already: success.
 			return HostOpOutput{Result: ok(), Started: true}
 		}
-		return observe(HostOpOutput{Result: proc.Fail(proc.CodePostCheck,
+		return r.withLog(observe(HostOpOutput{Result: proc.Fail(proc.CodePostCheck,
 			"%s process (%s) failed, for post-check status not alive, %s after the %s command",
-			verb, r.spec.ProcName, policies.StartCheckSpan(r.spec), verb)}, p)
+			verb, r.spec.ProcName, policies.StartCheckSpan(r.spec), verb)}, p))
 	}
 	return observe(HostOpOutput{Result: ok(), Started: true}, p)
 }

@@ -215,3 +215,28 @@ func logFailure(ctx context.Context, logPath string, err error) proc.HostResult 
 	}
 	return sftpFailure(ctx, "read "+logPath, err)
 }
+
+// withLog adds the last lines of the process's log to a start or restart
+// that failed its post-check (836) or whose command failed (65535): what an
+// operator would ssh in to read first. The log is read as the account, on
+// one line, bounded; an unreadable log changes nothing.
+func (r *opRun) withLog(out HostOpOutput) HostOpOutput {
+	c := out.Result.Code
+	if (c != proc.CodePostCheck && c != proc.CodeCommandFailed) || r.spec.LogPath == "" || r.a.Files == nil ||
+		r.host.Transport == inventory.TransportWinRM {
+		return out
+	}
+	ctx, cancel := context.WithTimeout(r.ctx, policies.FailureLogTimeout)
+	defer cancel()
+	s, err := r.a.Files.OpenFiles(ctx, r.host, r.spec.Account)
+	if err != nil {
+		return out
+	}
+	defer func() { _ = s.Close() }()
+	tail, err := readTail(s, r.spec.LogPath, 64<<10, policies.FailureLogLines, policies.FailureLogBytes, nil)
+	if err != nil || len(tail.lines) == 0 {
+		return out
+	}
+	out.Result.Message = fmt.Sprintf("%s; log %s: %s", out.Result.Message, tail.file, strings.Join(tail.lines, " | "))
+	return out
+}

@@ -409,3 +409,56 @@ func TestConfigDriftRepair(t *testing.T) {
 		t.Fatalf("status after the repair: %s", st.Content)
 	}
 }
+
+func TestFailedStartCarriesTheLogTail(t *testing.T) {
+	e := newEnv(t, 1)
+	e.cfg.FilesDir = t.TempDir()
+	h := e.bed.Hosts[0]
+	installApp(t, h, "app")
+	// A service that logs a failure to bind and exits; before it, a
+	// hundred long lines the bound must leave out.
+	if _, err := h.Exec(`mkdir -p /data/bad/log && cp /data/app/svc /data/bad/svc && cat > /data/bad/start.sh <<'EOS'
+#!/bin/sh
+i=0; while [ $i -lt 100 ]; do echo "noise $i $(printf '%0100d' 0)"; i=$((i+1)); done >> /data/bad/log/svc.log
+echo "listen tcp :8080: bind: address already in use" >> /data/bad/log/svc.log
+EOS
+printf '#!/bin/sh\necho "cannot open config" >&2; exit 3\n' > /data/bad/broken.sh
+chmod +x /data/bad/*.sh`); err != nil {
+		t.Fatal(err)
+	}
+	e.startWorker()
+	spec := proc.Spec{ProcName: "svc", SetupPath: "/data/bad", PidPath: "/data/bad/svc.pid", StartCmd: "./start.sh",
+		LogPath: "/data/bad/log/", AutoType: proc.AutoResident, StartCheck: time.Second, OpTimeout: 20 * time.Second}
+	e.register("web", "bad", spec, proc.Target{IP: h.IP})
+	out, errOut, code := e.starter("", "start", "--namespace", "web", "--name", "bad", "--hosts", "all", "--wait", "-o", "json")
+	r := decodeRows(t, out)["0:0:"+h.IP+":web:bad"]
+	if code != 1 || r.Code != int(proc.CodePostCheck) || !strings.Contains(r.Message, "log /data/bad/log/svc.log: ") ||
+		!strings.HasSuffix(r.Message, "bind: address already in use") || len(r.Message) > 2600 || strings.Contains(r.Message, "\n") {
+		t.Fatalf("a start failing its post-check must end 836 with the log's last lines (bounded, one line): exit %d %+v %s", code, r, errOut)
+	}
+	// A start command that fails (65535) gets the tail too.
+	spec.StartCmd = "./broken.sh"
+	e.register("web", "broken", withValueKey(spec, "broken"), proc.Target{IP: h.IP})
+	out, _, _ = e.starter("", "start", "--namespace", "web", "--name", "broken", "--hosts", "all", "--wait", "-o", "json")
+	if r := decodeRows(t, out)["0:0:"+h.IP+":web:broken"]; r.Code != int(proc.CodeCommandFailed) ||
+		!strings.Contains(r.Message, "cannot open config") || !strings.Contains(r.Message, "bind: address already in use") {
+		t.Fatalf("a failing start command must end 65535 with its output and the log's tail: %+v", r)
+	}
+
+	// Supervision's restart that fails records the tail in its event.
+	_, pid := e.supervised(t, h, func(s *proc.Spec) { s.LogPath = "/data/app/svc.log" })
+	if _, err := h.Exec(`printf '#!/bin/sh\necho "open /data/app/app.conf: permission denied" >> /data/app/svc.log\n' > /data/app/start.sh && kill -9 ` + strconv.Itoa(pid)); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 30*time.Second, "a failed restart", e.hasEvent(t, h, workflows.EventRestartFailed))
+	for _, ev := range e.events(t, h) {
+		if ev.Kind == workflows.EventRestartFailed && !strings.Contains(ev.Detail, "log /data/app/svc.log: open /data/app/app.conf: permission denied") {
+			t.Fatalf("the failed restart's event lacks the log's tail: %+v", ev)
+		}
+	}
+}
+
+func withValueKey(s proc.Spec, key string) proc.Spec {
+	s.ValueKey = key
+	return s
+}
