@@ -462,3 +462,32 @@ func withValueKey(s proc.Spec, key string) proc.Spec {
 	s.ValueKey = key
 	return s
 }
+
+func TestPushConfigAPIWithInlineContentRefusesWindows(t *testing.T) {
+	e, wins := newWinEnv(t, 1, nil, testbed.WinOptions{})
+	e.cfg.FilesDir = t.TempDir()
+	h, w := e.bed.Hosts[0], wins[0]
+	installApp(t, h, "app")
+	installWinApp(w, `C:\apps\app`, "bat")
+	e.startWorker()
+	e.register("web", "svc", appSpec("app"), proc.Target{IP: h.IP})
+	e.register("web", "svc", winSpec(`C:\apps\app`, proc.ShellBat), proc.Target{IP: w.IP})
+	content := "port = 5\n"
+	body := `{"bk_app_code":"e2e","bk_username":"tester","meta":{"namespace":"web","name":"svc"},` +
+		`"hosts":[{"ip":"` + h.IP + `","bk_cloud_id":0},{"ip":"` + w.IP + `","bk_cloud_id":0}],` +
+		`"files":[{"path":"` + appConf + `","mode":"0600","content":"` + base64.StdEncoding.EncodeToString([]byte(content)) + `"}]}`
+	out, errOut, _ := e.starter(body, "api", "push_config", "-f", "-", "--wait", "--files-dir", e.cfg.FilesDir)
+	r := decodeResult(t, out)
+	if !r.Result || len(r.Data) != 2 {
+		t.Fatalf("push_config: %s%s", out, errOut)
+	}
+	if got := r.Data[key(h.IP, "web", "svc")]; got.ErrorCode != 0 || !strings.Contains(got.ErrorMsg, "pushed "+appConf) {
+		t.Fatalf("ssh host: %+v", got)
+	}
+	if got := r.Data[key(w.IP, "web", "svc")]; got.ErrorCode != int(proc.CodeBadSpec) || !strings.Contains(got.ErrorMsg, "WinRM host") {
+		t.Fatalf("WinRM host: %+v, want 9107", got)
+	}
+	if got, _ := h.Exec("stat -c %a " + appConf + "; md5sum < " + appConf + " | cut -c1-32"); strings.Fields(got)[0] != "600" || strings.Fields(got)[1] != md5hex(content) {
+		t.Fatalf("ssh host's file: %s", got)
+	}
+}
