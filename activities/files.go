@@ -191,7 +191,7 @@ const tempSuffix = ".tmp"
 func (a *Activities) writeTemp(s *transport.FileSession, f proc.PushFile) (string, error) {
 	src, err := a.Store.Open(f.Content)
 	if err != nil {
-		return "", err
+		return "", storeError{err}
 	}
 	defer src.Close()
 	var rnd [6]byte
@@ -205,7 +205,7 @@ func (a *Activities) writeTemp(s *transport.FileSession, f proc.PushFile) (strin
 	if mode == 0 {
 		mode = 0o644
 	}
-	_, err = io.Copy(dst, src)
+	_, err = io.Copy(dst, storeReader{src})
 	if err == nil {
 		err = dst.Chmod(fs.FileMode(mode))
 	}
@@ -216,6 +216,24 @@ func (a *Activities) writeTemp(s *transport.FileSession, f proc.PushFile) (strin
 		err = cerr
 	}
 	return tmp, err
+}
+
+// storeError is the content store failing, not the host: drover's own
+// trouble (9199), whatever the transfer had done.
+type storeError struct{ err error }
+
+func (e storeError) Error() string { return e.err.Error() }
+func (e storeError) Unwrap() error { return e.err }
+
+// storeReader marks the content store's read errors as its own.
+type storeReader struct{ r io.Reader }
+
+func (s storeReader) Read(p []byte) (int, error) {
+	n, err := s.r.Read(p)
+	if err != nil && err != io.EOF {
+		err = storeError{err}
+	}
+	return n, err
 }
 
 // removeStaleTemps removes temporary copies of p an earlier, interrupted
@@ -293,7 +311,7 @@ func sftpFailure(ctx context.Context, what string, err error) proc.HostResult {
 		return proc.Fail(proc.CodeCommandFailed, "%s: %v", what, err)
 	case ctx.Err() != nil:
 		return proc.Fail(proc.CodeTimeout, "%s: %v", what, context.Cause(ctx))
-	case strings.Contains(err.Error(), "files_dir"):
+	case errors.As(err, new(storeError)):
 		return proc.Fail(proc.CodeInternal, "%s: %v", what, err)
 	}
 	return proc.Fail(proc.CodeUnreachable, "%s: connection lost during the transfer (the old file is unchanged): %v", what, err)

@@ -17,6 +17,14 @@ import (
 	"github.com/drover-sh/drover/transport"
 )
 
+// refusal is a log drover will not read: the path's rule, or what is
+// there (a symlink out of the directory, no regular file).
+type refusal struct{ msg string }
+
+func (r refusal) Error() string { return r.msg }
+
+func refused(format string, args ...any) error { return refusal{fmt.Sprintf(format, args...)} }
+
 // logTail is the end of a log: the file it was read from and its last
 // lines, oldest first.
 type logTail struct {
@@ -32,7 +40,7 @@ type logTail struct {
 func readTail(s *transport.FileSession, logPath string, maxRead int64, lines, maxBytes int, grep *regexp.Regexp) (logTail, error) {
 	p, err := proc.CheckRemotePath(logPath)
 	if err != nil {
-		return logTail{}, fmt.Errorf("log_path %s", err)
+		return logTail{}, refused("log_path %s", err)
 	}
 	st, err := s.Lstat(p)
 	if err != nil {
@@ -126,7 +134,7 @@ func newestIn(s *transport.FileSession, dir string) (string, error) {
 		}
 	}
 	if best == "" {
-		return "", fmt.Errorf("log directory %s holds no regular file", dir)
+		return "", refused("log directory %s holds no regular file", dir)
 	}
 	return best, nil
 }
@@ -140,7 +148,7 @@ func followInside(s *transport.FileSession, p string) (string, error) {
 	}
 	if st.Mode()&fs.ModeSymlink == 0 {
 		if !st.Mode().IsRegular() {
-			return "", fmt.Errorf("%s is not a regular file", p)
+			return "", refused("%s is not a regular file", p)
 		}
 		return p, nil
 	}
@@ -151,14 +159,14 @@ func followInside(s *transport.FileSession, p string) (string, error) {
 	dir := path.Dir(p)
 	t := resolveLink(dir, target)
 	if !inside(dir, t) {
-		return "", fmt.Errorf("%s is a symlink to %s, outside %s: not followed", p, t, dir)
+		return "", refused("%s is a symlink to %s, outside %s: not followed", p, t, dir)
 	}
 	tst, err := s.Lstat(t)
 	if err != nil {
 		return "", err
 	}
 	if !tst.Mode().IsRegular() {
-		return "", fmt.Errorf("%s is a symlink to %s, which is not a regular file: not followed", p, t)
+		return "", refused("%s is a symlink to %s, which is not a regular file: not followed", p, t)
 	}
 	return t, nil
 }
@@ -209,8 +217,7 @@ func logFailure(ctx context.Context, logPath string, err error) proc.HostResult 
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		return proc.Fail(proc.CodeBadSpec, "log_path %s does not exist on this host", logPath)
-	case strings.Contains(err.Error(), "not followed"), strings.Contains(err.Error(), "log_path"),
-		strings.Contains(err.Error(), "not a regular file"), strings.Contains(err.Error(), "holds no regular file"):
+	case errors.As(err, new(refusal)):
 		return proc.Fail(proc.CodeBadSpec, "%v", err)
 	}
 	return sftpFailure(ctx, "read "+logPath, err)
