@@ -307,9 +307,9 @@ func TestConfigDriftRepair(t *testing.T) {
 	if !strings.Contains(st.Content, `"configDrift":["`+appConf+`"]`) {
 		t.Fatalf("status must report the drifted file: %s", st.Content)
 	}
-	out, errOut, code := e.starter("", "config", "repair", "--namespace", "web", "--name", "svc", "--hosts", "all", "--wait", "-o", "json")
+	out, repairErr, code := e.starter("", "config", "repair", "--namespace", "web", "--name", "svc", "--hosts", "all", "--wait", "-o", "json")
 	if code != 0 {
-		t.Fatalf("repair: exit %d\n%s%s", code, out, errOut)
+		t.Fatalf("repair: exit %d\n%s%s", code, out, repairErr)
 	}
 	rows := decodeRows(t, out)
 	if r := rows[webKey(h.IP)]; r.Code != 0 || !strings.Contains(r.Message, "restored "+appConf) {
@@ -339,6 +339,9 @@ func TestConfigDriftRepair(t *testing.T) {
 	if strings.Contains(st.Content, "configDrift") {
 		t.Fatalf("status after the repair: %s", st.Content)
 	}
+	// A push, a drift and a repair, for the replay tests.
+	e.recordHistory(workflows.HostWorkflowID(proc.HostID{IP: h.IP}), "host-config-files")
+	e.recordHistory(taskIDPattern.FindString(repairErr), "operate-config-repair")
 }
 
 func TestPushConfigAPIWithInlineContentRefusesWindows(t *testing.T) {
