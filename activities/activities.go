@@ -11,6 +11,7 @@ import (
 
 	"go.temporal.io/sdk/activity"
 
+	"github.com/drover-sh/drover/internal/filestore"
 	"github.com/drover-sh/drover/inventory"
 	"github.com/drover-sh/drover/policies"
 	"github.com/drover-sh/drover/proc"
@@ -47,6 +48,10 @@ type HostOpOutput struct {
 type Activities struct {
 	Inventory *inventory.Inventory
 	Runner    transport.Runner
+	// Files opens SFTP sessions for the file ops; Store holds the
+	// contents they push and the log tails they read.
+	Files transport.FileOpener
+	Store filestore.Store
 	// Sleep waits between a control command and its post-check; tests may
 	// shorten it. Nil means a real, cancellable wait.
 	Sleep func(ctx context.Context, d time.Duration) error

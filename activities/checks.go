@@ -91,7 +91,7 @@ func (r *opRun) controlThenCheck(verb, cmd string, wait time.Duration, anyExit b
 func (r *opRun) startAndCheck(verb, cmd string) HostOpOutput {
 	f, first := r.controlThenCheck(verb, cmd, r.spec.StartCheck, false)
 	if f != nil {
-		return failed(*f)
+		return r.withLog(failed(*f))
 	}
 	p, f := r.postStartCheck(first)
 	if f != nil {
@@ -102,9 +102,9 @@ func (r *opRun) startAndCheck(verb, cmd string) HostOpOutput {
 			// A one-shot or periodic run may be done already: success.
 			return HostOpOutput{Result: ok(), Started: true}
 		}
-		return observe(HostOpOutput{Result: proc.Fail(proc.CodePostCheck,
+		return r.withLog(observe(HostOpOutput{Result: proc.Fail(proc.CodePostCheck,
 			"%s process (%s) failed, for post-check status not alive, %s after the %s command",
-			verb, r.spec.ProcName, policies.StartCheckSpan(r.spec), verb)}, p)
+			verb, r.spec.ProcName, policies.StartCheckSpan(r.spec), verb)}, p))
 	}
 	return observe(HostOpOutput{Result: ok(), Started: true}, p)
 }

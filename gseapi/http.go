@@ -64,7 +64,7 @@ func (g *Gateway) serveAPI(w http.ResponseWriter, r *http.Request) {
 }
 
 func (g *Gateway) answer(r *http.Request, api string) (int, Response, string, string) {
-	if !slices.Contains(APIs, api) {
+	if !slices.Contains(APIs, api) && !slices.Contains(FileAPIs, api) {
 		return http.StatusNotFound, Failure(CodeBadRequest, fieldErr("api", "%q is not a known API", api)), "", ""
 	}
 	body, err := io.ReadAll(http.MaxBytesReader(nil, r.Body, MaxBodyBytes))

@@ -39,12 +39,13 @@ type Dispatcher struct {
 
 // DispatchInput is one Operate workflow's items to hand out.
 type DispatchInput struct {
-	ReplyTo string      `json:"reply_to"`
-	TaskID  string      `json:"task_id"`
-	Op      proc.OpType `json:"op_type"`
-	Manage  bool        `json:"manage,omitempty"`
-	Items   []proc.Item `json:"items"`
-	Offset  int         `json:"offset"`
+	ReplyTo string       `json:"reply_to"`
+	TaskID  string       `json:"task_id"`
+	Op      proc.OpType  `json:"op_type"`
+	Manage  bool         `json:"manage,omitempty"`
+	Items   []proc.Item  `json:"items"`
+	Offset  int          `json:"offset"`
+	Files   *proc.FileOp `json:"files,omitempty"`
 }
 
 // DispatchOutput lists items answered without a host workflow (unknown
@@ -71,7 +72,7 @@ func (d *Dispatcher) Dispatch(ctx context.Context, in DispatchInput) (DispatchOu
 		req := HostRequest{
 			RequestID: fmt.Sprintf("%s#%d", in.TaskID, global), ReplyTo: in.ReplyTo, Index: global,
 			Op: in.Op, Target: it.Target, Process: it.Process, Spec: it.Spec, Manage: in.Manage,
-			Supervision: &d.Supervision,
+			Supervision: &d.Supervision, Files: in.Files,
 		}
 		wg.Add(1)
 		sem <- struct{}{}

@@ -56,6 +56,9 @@ const (
 	// VersionChunkedOutcome: a task split into chunks records its outcome
 	// and failed count in its search attributes (it never did).
 	VersionChunkedOutcome = "chunked-outcome"
+	// VersionConfigFiles: a host runs file ops (config push, repair,
+	// logs); it answered them 832 before.
+	VersionConfigFiles = "config-files"
 )
 
 // HostWorkflowID names a host's workflow.
@@ -73,6 +76,8 @@ type OperateInput struct {
 	// Indexed: the task was started with drover's search attributes, so
 	// the workflow records its outcome in them too.
 	Indexed bool `json:"indexed,omitempty"`
+	// Files is a file op's files (references, never contents) and options.
+	Files *proc.FileOp `json:"files,omitempty"`
 }
 
 // KeyedResult is one host's result under its result key, with the agent id
@@ -102,6 +107,8 @@ type HostRequest struct {
 	Manage    bool           `json:"manage,omitempty"`
 	// Supervision carries the worker's supervision settings to the host.
 	Supervision *Supervision `json:"supervision,omitempty"`
+	// Files is a file op's files and options; nil for every other op.
+	Files *proc.FileOp `json:"files,omitempty"`
 }
 
 // Supervision settings a host workflow polls with.

@@ -146,7 +146,13 @@ type Engine struct {
 	// Inventory maps agent ids (agent_id_list) to hosts; nil maps only
 	// the "<bk_cloud_id>:<ip>" form.
 	Inventory *inventory.Inventory
+	// Files is the content store (files_dir) pushes keep their contents
+	// in; nil refuses pushes.
+	Files gseapi.ContentStore
 }
+
+// ContentStore is the engine's content store, for the file APIs.
+func (e *Engine) ContentStore() gseapi.ContentStore { return e.Files }
 
 // Start begins a task under a new task id.
 func (e *Engine) Start(ctx context.Context, t *gseapi.Task) (string, error) {
@@ -154,7 +160,7 @@ func (e *Engine) Start(ctx context.Context, t *gseapi.Task) (string, error) {
 	if e.Now != nil {
 		now = e.Now
 	}
-	in := OperateInput{TaskID: gseapi.NewTaskID(now()), Op: t.Op, Items: t.Items, Manage: t.Manage}
+	in := OperateInput{TaskID: gseapi.NewTaskID(now()), Op: t.Op, Items: t.Items, Manage: t.Manage, Files: t.Files}
 	if err := startOperate(ctx, e.Client, e.TaskQueue, in, TaskMemo(t)); err != nil {
 		return "", fmt.Errorf("%w: %v", gseapi.ErrUnavailable, err)
 	}

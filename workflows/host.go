@@ -147,6 +147,8 @@ func (h *host) handle(ctx workflow.Context, req HostRequest) proc.HostResult {
 	switch {
 	case req.Op.IsSpecOp():
 		return h.handleSpec(ctx, req, now)
+	case req.Op.IsFileOp() && req.Files != nil:
+		return h.handleFiles(ctx, req)
 	case !req.Op.Valid():
 		return proc.Fail(proc.CodeBadOpType, "op_type %d is not one of 0,1,2,3,4,7,8,9", int(req.Op))
 	}

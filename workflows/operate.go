@@ -80,7 +80,7 @@ func (op *operation) runChunks(ctx workflow.Context) {
 		cctx := workflow.WithChildOptions(ctx, workflow.ChildWorkflowOptions{WorkflowID: id})
 		futs = append(futs, workflow.ExecuteChildWorkflow(cctx, Operate, OperateInput{
 			TaskID: op.in.TaskID, Op: op.in.Op, Manage: op.in.Manage,
-			Items: op.in.Items[start:end], Offset: op.in.Offset + start,
+			Items: op.in.Items[start:end], Offset: op.in.Offset + start, Files: op.in.Files,
 		}))
 	}
 	for n, f := range futs {
@@ -117,7 +117,7 @@ func (op *operation) runItems(ctx workflow.Context) {
 	var sent DispatchOutput
 	if err := workflow.ExecuteActivity(dctx, d.Dispatch, DispatchInput{
 		ReplyTo: self, TaskID: op.in.TaskID, Op: op.in.Op, Manage: op.in.Manage,
-		Items: op.in.Items, Offset: op.in.Offset,
+		Items: op.in.Items, Offset: op.in.Offset, Files: op.in.Files,
 	}).Get(ctx, &sent); err != nil {
 		op.failPending(proc.CodeInternal, fmt.Sprintf("could not hand the op to the hosts: %v", err))
 		return

@@ -56,7 +56,8 @@ func NewStarter(out, errOut io.Writer) *cobra.Command {
 	root.SetOut(out)
 	root.SetErr(errOut)
 	config.AddFlags(root.PersistentFlags())
-	root.AddCommand(newAPICommand(), newResultCommand(), newEventsCommand(), newServeCommand(), newHostsCommand(), newCodecServerCommand(), newPsCommand(), newEnsureCommand(), newRolloutCommand())
+	root.AddCommand(newAPICommand(), newResultCommand(), newEventsCommand(), newServeCommand(), newHostsCommand(), newCodecServerCommand(), newPsCommand(),
+		newEnsureCommand(), newRolloutCommand(), newConfigCommand(), newLogsCommand())
 	root.AddCommand(newVerbCommands()...)
 	return root
 }
@@ -148,7 +149,7 @@ func callAPI(ctx context.Context, cmd *cobra.Command, cfg config.Config, name st
 	if err != nil {
 		return &ExitError{Code: ExitBadRequest, Err: err}
 	}
-	resp, outcome := gseapi.Call(ctx, &workflows.Engine{Client: c, TaskQueue: cfg.TaskQueue, Inventory: inv}, name, body, f.wait)
+	resp, outcome := gseapi.Call(ctx, &workflows.Engine{Client: c, TaskQueue: cfg.TaskQueue, Inventory: inv, Files: contentStore(cfg)}, name, body, f.wait)
 	return finish(cmd, resp, outcome)
 }
 

@@ -14,6 +14,7 @@ import (
 	"github.com/drover-sh/drover/activities"
 	"github.com/drover-sh/drover/gseapi"
 	"github.com/drover-sh/drover/internal/config"
+	"github.com/drover-sh/drover/internal/filestore"
 	"github.com/drover-sh/drover/internal/metrics"
 	"github.com/drover-sh/drover/inventory"
 	"github.com/drover-sh/drover/policies"
@@ -89,7 +90,8 @@ func StartWorker(cfg config.Config, logger *slog.Logger) (*Worker, error) {
 		WorkerStopTimeout: stopTimeout,
 	})
 	winrm := transport.NewWinRM(transport.WinRMOptions{})
-	acts := &activities.Activities{Inventory: inv, Runner: m.Track(transport.Multi{SSH: ssh, WinRM: winrm})}
+	acts := &activities.Activities{Inventory: inv, Runner: m.Track(transport.Multi{SSH: ssh, WinRM: winrm}),
+		Files: transport.Multi{SSH: ssh, WinRM: winrm}, Store: filestore.Store{Dir: cfg.FilesDir}}
 	workflows.Register(w, acts, &workflows.Dispatcher{Client: c, TaskQueue: cfg.TaskQueue, Inventory: inv, Acts: acts,
 		Supervision: workflows.Supervision{Interval: cfg.SuperviseInterval, LimitPolls: cfg.LimitPolls}})
 	wk := &Worker{Client: c, SSH: ssh, WinRM: winrm, Metrics: m, w: w, stopMetrics: func() {}}

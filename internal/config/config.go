@@ -74,6 +74,9 @@ type Config struct {
 	ActivityTaskPollers int `koanf:"activity_task_pollers"`
 	// MetricsListen is where the worker serves Prometheus /metrics; empty is off.
 	MetricsListen string `koanf:"metrics_listen"`
+	// FilesDir is the content store the starter and the worker share:
+	// pushed files and log tails, by sha256. Empty: no file ops.
+	FilesDir string `koanf:"files_dir"`
 }
 
 // AppConfig is an app allowed to call the HTTP API. Its secret comes from
@@ -148,6 +151,7 @@ func AddFlags(fs *pflag.FlagSet) {
 	fs.String("api-key-env", "", "name of the env var holding a Temporal API key (env DROVER_API_KEY_ENV)")
 	fs.String("codec-key-file", "", "file holding the payload encryption key (env DROVER_CODEC_KEY_FILE)")
 	fs.String("codec-key-env", "", "name of the env var holding the payload encryption key (env DROVER_CODEC_KEY_ENV)")
+	fs.String("files-dir", "", "content store shared by starter and worker, for config push and logs (env DROVER_FILES_DIR)")
 }
 
 // AddWorkerFlags registers the settings only a worker acts on: how it
