@@ -23,6 +23,8 @@ const (
 	CodeTimeout       Code = 9105 // connected, but the op exceeded op_timeout
 	CodeNotRegistered Code = 9106 // process has no registered spec on the host
 	CodeBadSpec       Code = 9107 // the spec cannot be run on this host
+	CodeHostLost      Code = 9108 // the host's workflow was terminated or failed: registry and supervision stopped
+	CodeCancelled     Code = 9109 // the task was cancelled; error_msg says whether the op ran
 	CodeInternal      Code = 9199 // drover itself failed; see error_msg
 )
 
@@ -61,6 +63,10 @@ func (c Code) Message() string {
 		return "process not registered on this host"
 	case CodeBadSpec:
 		return "process spec not runnable on this host"
+	case CodeHostLost:
+		return "host workflow closed: restore or forget it"
+	case CodeCancelled:
+		return "cancelled"
 	}
 	return "internal error"
 }

@@ -73,18 +73,17 @@ func (d *Dispatcher) Dispatch(ctx context.Context, in DispatchInput) (DispatchOu
 		sem <- struct{}{}
 		go func(i int) {
 			defer func() { <-sem; wg.Done() }()
-			id := it.Target.HostID()
-			_, err := d.Client.SignalWithStartWorkflow(ctx, HostWorkflowID(id), OpSignal, req, client.StartWorkflowOptions{
-				ID: HostWorkflowID(id), TaskQueue: d.TaskQueue,
-				WorkflowIDReusePolicy: enums.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
-			}, HostWorkflowName, HostState{Host: id, Supervision: d.Supervision})
-			if err != nil {
-				mu.Lock()
+			lost, err := d.deliver(ctx, it.Target.HostID(), req)
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case err != nil:
 				if firstErr == nil {
 					firstErr = err
 				}
 				out.Undelivered = append(out.Undelivered, i)
-				mu.Unlock()
+			case lost != nil:
+				out.Answered = append(out.Answered, HostReply{Index: global, Result: *lost})
 			}
 		}(i)
 		if i%100 == 0 {
@@ -97,6 +96,32 @@ func (d *Dispatcher) Dispatch(ctx context.Context, in DispatchInput) (DispatchOu
 		return DispatchOutput{}, firstErr
 	}
 	return out, nil
+}
+
+// deliver signals a request to its host's workflow, starting the workflow
+// when the host has none yet. A closed one is never replaced (see
+// hostloss.go): the server refuses the start, and only then is the
+// workflow described, so the common case costs one call. It returns the
+// request's answer when the host workflow is closed.
+func (d *Dispatcher) deliver(ctx context.Context, id proc.HostID, req HostRequest) (*proc.HostResult, error) {
+	// Twice at most: a workflow found running on the describe continued
+	// as new, or was restored, between the two calls.
+	for attempt := 0; ; attempt++ {
+		_, err := d.Client.SignalWithStartWorkflow(ctx, HostWorkflowID(id), OpSignal, req, client.StartWorkflowOptions{
+			ID: HostWorkflowID(id), TaskQueue: d.TaskQueue,
+			WorkflowIDReusePolicy: enums.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
+		}, HostWorkflowName, HostState{Host: id, Supervision: d.Supervision})
+		if !alreadyStarted(err) {
+			return nil, err
+		}
+		lost, derr := closedHost(ctx, d.Client, id)
+		if derr != nil || lost != nil || attempt == 1 {
+			if derr == nil && lost == nil {
+				derr = err
+			}
+			return lost, derr
+		}
+	}
 }
 
 // unknownHost answers an item whose host the inventory does not have: by

@@ -73,8 +73,9 @@ func (rc *registryCache) read(ctx context.Context, id string) ([]Entry, registry
 		return nil, registryVersion{}, fmt.Errorf("%s: %w", id, err)
 	}
 	info := desc.GetWorkflowExecutionInfo()
-	if info.GetStatus() != enums.WORKFLOW_EXECUTION_STATUS_RUNNING {
-		return nil, registryVersion{}, nil // as QueryOpen answers for a closed workflow
+	if st := info.GetStatus(); st != enums.WORKFLOW_EXECUTION_STATUS_RUNNING {
+		h, _ := parseHostWorkflowID(id)
+		return nil, registryVersion{}, &HostLostError{Host: h, Status: st}
 	}
 	v := registryVersion{run: info.GetExecution().GetRunId(), length: info.GetHistoryLength()}
 	if entries, ok := rc.known.get(id, v); ok {

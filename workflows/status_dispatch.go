@@ -2,6 +2,7 @@ package workflows
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -89,7 +90,14 @@ func (d *Dispatcher) statusOne(ctx context.Context, registries *registryCache, t
 		stopEarly()
 		<-early
 	}
-	if err != nil {
+	var lost *HostLostError
+	switch {
+	case errors.As(err, &lost) && it.Spec == nil:
+		return hostLost(lost.Host, lost.Status)
+	case errors.As(err, &lost):
+		// An inline spec needs no registry: the probe still answers.
+		entries, err = nil, nil
+	case err != nil:
 		return proc.HostResult{Code: proc.CodeInternal, Message: oneLine(fmt.Sprintf("read the registry of %s: %v", id, err))}
 	}
 	in, res := statusInput(it, entries, taskID)

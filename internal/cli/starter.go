@@ -55,7 +55,7 @@ func NewStarter(out, errOut io.Writer) *cobra.Command {
 	root.SetOut(out)
 	root.SetErr(errOut)
 	config.AddFlags(root.PersistentFlags())
-	root.AddCommand(newAPICommand(), newResultCommand(), newEventsCommand(), newServeCommand(), newHostsCommand(), newCodecServerCommand(), newPsCommand())
+	root.AddCommand(newAPICommand(), newResultCommand(), newEventsCommand(), newServeCommand(), newHostsCommand(), newCodecServerCommand(), newPsCommand(), newHostCommand())
 	root.AddCommand(newVerbCommands()...)
 	return root
 }
