@@ -56,6 +56,9 @@ const (
 	// VersionChunkedOutcome: a task split into chunks records its outcome
 	// and failed count in its search attributes (it never did).
 	VersionChunkedOutcome = "chunked-outcome"
+	// VersionRequestDeadline: a host request dequeued after its deadline
+	// is answered 9105 without running (it ran, however late).
+	VersionRequestDeadline = "request-deadline"
 )
 
 // HostWorkflowID names a host's workflow.
@@ -102,6 +105,10 @@ type HostRequest struct {
 	Manage    bool           `json:"manage,omitempty"`
 	// Supervision carries the worker's supervision settings to the host.
 	Supervision *Supervision `json:"supervision,omitempty"`
+	// Deadline is the latest time the host may start the op
+	// (policies.Deadlines); dequeued later, it is not run and answers
+	// 9105. Zero for requests from before deadlines, and supervision's own.
+	Deadline time.Time `json:"deadline,omitempty"`
 }
 
 // Supervision settings a host workflow polls with.

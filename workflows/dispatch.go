@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"time"
 
 	"go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/activity"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/drover-sh/drover/activities"
 	"github.com/drover-sh/drover/inventory"
+	"github.com/drover-sh/drover/policies"
 	"github.com/drover-sh/drover/proc"
 )
 
@@ -41,6 +43,9 @@ type DispatchInput struct {
 	Manage  bool        `json:"manage,omitempty"`
 	Items   []proc.Item `json:"items"`
 	Offset  int         `json:"offset"`
+	// Issued is when the task handed its items out, by the workflow's
+	// clock: each request's deadline counts from it.
+	Issued time.Time `json:"issued,omitempty"`
 }
 
 // DispatchOutput lists items answered without a host workflow (unknown
@@ -58,6 +63,10 @@ func (d *Dispatcher) Dispatch(ctx context.Context, in DispatchInput) (DispatchOu
 	var firstErr error
 	sem := make(chan struct{}, dispatchParallel)
 	var wg sync.WaitGroup
+	var deadlines []time.Time
+	if !in.Issued.IsZero() {
+		deadlines = policies.Deadlines(in.Issued, in.Op, in.Items)
+	}
 	for i, it := range in.Items {
 		global := in.Offset + i
 		if _, ok := d.Inventory.Lookup(it.Target.HostID()); !ok {
@@ -68,6 +77,9 @@ func (d *Dispatcher) Dispatch(ctx context.Context, in DispatchInput) (DispatchOu
 			RequestID: fmt.Sprintf("%s#%d", in.TaskID, global), ReplyTo: in.ReplyTo, Index: global,
 			Op: in.Op, Target: it.Target, Process: it.Process, Spec: it.Spec, Manage: in.Manage,
 			Supervision: &d.Supervision,
+		}
+		if deadlines != nil {
+			req.Deadline = deadlines[i]
 		}
 		wg.Add(1)
 		sem <- struct{}{}

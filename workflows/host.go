@@ -57,6 +57,10 @@ func Host(ctx workflow.Context, st HostState) error {
 			if req.Supervision != nil {
 				h.Supervision = *req.Supervision
 			}
+			if res, late := h.tooLate(ctx, req); late {
+				h.reply(ctx, req, res)
+				continue
+			}
 			res := h.handle(ctx, req)
 			h.reply(ctx, req, res)
 			continue
@@ -95,6 +99,19 @@ func (h *host) drain() {
 		}
 		h.Queue = append(h.Queue, req)
 	}
+}
+
+// tooLate answers a request dequeued after its deadline without running
+// it: its task may have given up on it, and an op run after that would be
+// one nobody waits for. Guarded, so a history in which a late request ran
+// replays as it ran.
+func (h *host) tooLate(ctx workflow.Context, req HostRequest) (proc.HostResult, bool) {
+	now := workflow.Now(ctx)
+	if !policies.Passed(req.Deadline, now) || workflow.GetVersion(ctx, VersionRequestDeadline, workflow.DefaultVersion, 1) < 1 {
+		return proc.HostResult{}, false
+	}
+	return proc.Fail(proc.CodeTimeout, "not run: deadline passed (it had to start by %s; the host was busy with earlier ops until %s)",
+		req.Deadline.UTC().Format(time.RFC3339), now.UTC().Format(time.RFC3339)), true
 }
 
 func (h *host) seen(id string) bool {

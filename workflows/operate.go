@@ -117,7 +117,7 @@ func (op *operation) runItems(ctx workflow.Context) {
 	var sent DispatchOutput
 	if err := workflow.ExecuteActivity(dctx, d.Dispatch, DispatchInput{
 		ReplyTo: self, TaskID: op.in.TaskID, Op: op.in.Op, Manage: op.in.Manage,
-		Items: op.in.Items, Offset: op.in.Offset,
+		Items: op.in.Items, Offset: op.in.Offset, Issued: workflow.Now(ctx),
 	}).Get(ctx, &sent); err != nil {
 		op.failPending(proc.CodeInternal, fmt.Sprintf("could not hand the op to the hosts: %v", err))
 		return
