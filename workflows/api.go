@@ -189,4 +189,7 @@ type HostState struct {
 	Seen        []string    `json:"seen,omitempty"`
 	Events      []Event     `json:"events,omitempty"`
 	Supervision Supervision `json:"supervision"`
+	// CancelledTasks are recently cancelled task ids, oldest first: a
+	// request of one that arrives after the cancel is not run.
+	CancelledTasks []string `json:"cancelled_tasks,omitempty"`
 }
