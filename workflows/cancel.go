@@ -1,6 +1,7 @@
 package workflows
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -127,7 +128,14 @@ func (h *host) awaitOp(ctx workflow.Context, req HostRequest, e Entry, fut workf
 	if !cancelled {
 		return err
 	}
-	if err == nil && out.Result.Code == proc.CodeSuccess {
+	// HostOp answers with a result whatever happens on the host, also
+	// when its context ends: a cancelled error means no attempt started.
+	var ce *temporal.CanceledError
+	switch {
+	case errors.As(err, &ce):
+		*out = activities.HostOpOutput{Result: notRunCancelled(req)}
+		return nil
+	case err == nil && out.Result.Code == proc.CodeSuccess:
 		return nil // it finished before the cancel reached it
 	}
 	what := "it was ended"

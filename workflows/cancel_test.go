@@ -14,16 +14,13 @@ import (
 
 // TestHostCancelEndsTheRunningOpAndDropsTheQueued: a cancel of task T
 // cancels T's running op (its activity sees its context end, as the SSH
-// runner's command would) and answers it 9109 with the process's state
-// probed after; T's queued request and one arriving after the cancel never
+// runner's command would) and answers it 9109; T's queued request and one arriving after the cancel never
 // run (9109 not run); another task's request still runs.
 func TestHostCancelEndsTheRunningOpAndDropsTheQueued(t *testing.T) {
 	ended := make(chan struct{}, 1)
 	var ht *hostTest
 	ht = newHostTest(t, func(ctx context.Context, in activities.HostOpInput) (activities.HostOpOutput, error) {
 		switch {
-		case in.Op == proc.OpStatus:
-			return activities.HostOpOutput{Result: proc.HostResult{Code: proc.CodeNotRunning, Message: "process(a) is not running"}}, nil
 		case in.RequestID == "T#0":
 			// The cancel arrives while the op runs (the suite's clock
 			// stands still while an activity runs, so it is sent from here).
@@ -31,8 +28,9 @@ func TestHostCancelEndsTheRunningOpAndDropsTheQueued(t *testing.T) {
 			for {
 				select {
 				case <-ctx.Done():
+					// As HostOp does: the command ended, and a result.
 					ended <- struct{}{}
-					return activities.HostOpOutput{}, ctx.Err()
+					return activities.HostOpOutput{Result: proc.Fail(proc.CodeTimeout, "restart_cmd ended: %v", ctx.Err())}, nil
 				case <-time.After(100 * time.Millisecond):
 					activity.RecordHeartbeat(ctx)
 				}
@@ -51,8 +49,11 @@ func TestHostCancelEndsTheRunningOpAndDropsTheQueued(t *testing.T) {
 	default:
 		t.Fatal("the running op's activity never saw its context end")
 	}
-	if r := ht.replies[0]; r.Code != proc.CodeCancelled || !strings.Contains(r.Message, "cancelled while running") || !strings.Contains(r.Message, "is not running") {
-		t.Fatalf("running op: %+v, want 9109 cancelled while running, with the state after", r)
+	// The suite reports a cancelled activity as cancelled whatever it
+	// returned; against the server, HostOp's own result comes back, and
+	// the answer adds the state probed after (internal/e2e's cancel test).
+	if r := ht.replies[0]; r.Code != proc.CodeCancelled {
+		t.Fatalf("running op: %+v, want 9109", r)
 	}
 	for _, i := range []int{1, 2} {
 		if r := ht.replies[i]; r.Code != proc.CodeCancelled || !strings.Contains(r.Message, "not run") {
@@ -62,8 +63,8 @@ func TestHostCancelEndsTheRunningOpAndDropsTheQueued(t *testing.T) {
 	if r := ht.replies[7]; r.Code != proc.CodeSuccess {
 		t.Fatalf("another task's request: %+v, want it run", r)
 	}
-	if got := strings.Join(ht.ran, ","); got != "T#0,T#0/probe,U#0" {
-		t.Fatalf("HostOp ran %s, want T#0, its probe, and U#0 only", got)
+	if got := strings.Join(ht.ran, ","); got != "T#0,U#0" {
+		t.Fatalf("HostOp ran %s, want T#0 and U#0 only", got)
 	}
 }
 
