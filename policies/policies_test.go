@@ -200,11 +200,12 @@ func TestDeadlinesWaitForTheTasksOwnOpsAheadOnTheHost(t *testing.T) {
 	got := Deadlines(issued, proc.OpStart, items)
 	shortBound := HostOpDeadline(proc.OpStart, WithDefaults(short)) // 1 s + 15 s + 1 s
 	defBound := HostOpDeadline(proc.OpStart, WithDefaults(proc.Spec{}))
+	allowed := issued.Add(DeliveryAllowance)
 	want := []time.Time{
-		issued.Add(shortBound),
-		issued.Add(shortBound),
-		issued.Add(shortBound + defBound),
-		issued.Add(shortBound + defBound + shortBound),
+		allowed.Add(shortBound),
+		allowed.Add(shortBound),
+		allowed.Add(shortBound + defBound),
+		allowed.Add(shortBound + defBound + shortBound),
 	}
 	for i := range want {
 		if !got[i].Equal(want[i]) {

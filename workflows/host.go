@@ -118,7 +118,7 @@ func (h *host) tooLate(ctx workflow.Context, req HostRequest) (proc.HostResult, 
 	if !policies.Passed(req.Deadline, now) || workflow.GetVersion(ctx, VersionRequestDeadline, workflow.DefaultVersion, 1) < 1 {
 		return proc.HostResult{}, false
 	}
-	return proc.Fail(proc.CodeTimeout, "not run: deadline passed (it had to start by %s; the host was busy with earlier ops until %s)",
+	return proc.Fail(proc.CodeTimeout, "not run: deadline passed (it had to start by %s and was dequeued at %s, behind earlier ops or a slow engine)",
 		req.Deadline.UTC().Format(time.RFC3339), now.UTC().Format(time.RFC3339)), true
 }
 
