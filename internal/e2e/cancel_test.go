@@ -12,10 +12,10 @@ import (
 	"github.com/drover-sh/drover/workflows"
 )
 
-// TestCancelRestartMidWay cancels a restart of 100 identities (sharing 4
-// sshd hosts through address) mid-way: each restart_cmd waits for its own
-// gate file before restarting, the test opens ten gates, and once those
-// ten have answered it runs `starter cancel`. The task ends; the ten
+// TestCancelRestartMidWay cancels a restart of 100 hosts mid-way: each
+// restart_cmd waits for its own gate file before restarting, the test
+// opens ten gates, and once those ten have answered it runs `starter
+// cancel`. The task ends; the ten
 // finished their restart (0: a new pid, start_cmd ran once more); the
 // other ninety never restarted: their waiting restart_cmd was ended (9109
 // "cancelled while running", naming the process as running), their pid is
@@ -25,7 +25,9 @@ func TestCancelRestartMidWay(t *testing.T) {
 	if os.Getenv("DROVER_CANCEL_SMALL") != "" {
 		n, open = 8, 2 // a quick look while changing the code
 	}
-	e := newEnv(t, 4)
+	// One sshd host each: a waiting restart_cmd holds an SSH session, and
+	// identities sharing an sshd would share its connection's sessions.
+	e := newEnv(t, n)
 	ids := e.fleet(t, n, "0.2")
 	e.registerFleet(t, ids, func(s *proc.Spec) {
 		s.RestartCmd = "while [ ! -e go ]; do sleep 0.1; done; exec ./restart.sh"
