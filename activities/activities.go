@@ -190,8 +190,10 @@ func (r *opRun) status() HostOpOutput {
 func (r *opRun) runControl(verb, cmd string) *proc.HostResult {
 	// The script's own watchdog ends the command at op_timeout; this
 	// bound only covers a host that stops answering.
-	res, err := r.a.Runner.Run(r.ctx, r.host, r.command(r.plat.controlScript(r.spec, cmd), r.spec.OpTimeout+15*time.Second))
+	script, pidFile := r.notedControl(cmd)
+	res, err := r.a.Runner.Run(r.ctx, r.host, r.command(script, r.spec.OpTimeout+15*time.Second))
 	if err != nil {
+		r.endIfCancelled(pidFile)
 		f := transportFailure(err)
 		return &f
 	}

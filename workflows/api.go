@@ -59,6 +59,9 @@ const (
 	// VersionConfigFiles: a host runs file ops (config push, repair,
 	// logs); it answered them 832 before.
 	VersionConfigFiles = "config-files"
+	// VersionRequestDeadline: a host request dequeued after its deadline
+	// is answered 9105 without running (it ran, however late).
+	VersionRequestDeadline = "request-deadline"
 )
 
 // HostWorkflowID names a host's workflow.
@@ -109,6 +112,10 @@ type HostRequest struct {
 	Supervision *Supervision `json:"supervision,omitempty"`
 	// Files is a file op's files and options; nil for every other op.
 	Files *proc.FileOp `json:"files,omitempty"`
+	// Deadline is the latest time the host may start the op
+	// (policies.Deadlines); dequeued later, it is not run and answers
+	// 9105. Zero for requests from before deadlines, and supervision's own.
+	Deadline time.Time `json:"deadline,omitempty"`
 }
 
 // Supervision settings a host workflow polls with.
@@ -189,4 +196,7 @@ type HostState struct {
 	Seen        []string    `json:"seen,omitempty"`
 	Events      []Event     `json:"events,omitempty"`
 	Supervision Supervision `json:"supervision"`
+	// CancelledTasks are recently cancelled task ids, oldest first: a
+	// request of one that arrives after the cancel is not run.
+	CancelledTasks []string `json:"cancelled_tasks,omitempty"`
 }

@@ -185,6 +185,19 @@ func (e *Engine) Results(ctx context.Context, taskID string, wait bool) ([]proc.
 	return res.Results, nil
 }
 
+// Cancel cancels a running task (gseapi.Canceller); done reports one that
+// had already finished.
+func (e *Engine) Cancel(ctx context.Context, taskID string) (bool, error) {
+	done, err := CancelTask(ctx, e.Client, taskID)
+	switch {
+	case errors.Is(err, ErrTaskNotFound):
+		return false, fmt.Errorf("%w: %s", gseapi.ErrTaskNotFound, taskID)
+	case err != nil:
+		return false, fmt.Errorf("%w: %v", gseapi.ErrUnavailable, err)
+	}
+	return done, nil
+}
+
 // AgentHost maps a GSE agent id to its inventory host, so a task's keys
 // are known when it starts; without an inventory, only the
 // "<bk_cloud_id>:<ip>" form names a host.

@@ -25,6 +25,11 @@ func (h *host) wait(ctx workflow.Context) {
 		c.Receive(ctx, &req)
 		h.Queue = append(h.Queue, req)
 	})
+	sel.AddReceive(h.cancels, func(c workflow.ReceiveChannel, _ bool) {
+		var task string
+		c.Receive(ctx, &task)
+		h.cancelTask(ctx, task)
+	})
 	now := workflow.Now(ctx)
 	watched := h.watched()
 	var watchOut *activities.WatchOutput

@@ -57,7 +57,7 @@ func NewStarter(out, errOut io.Writer) *cobra.Command {
 	root.SetErr(errOut)
 	config.AddFlags(root.PersistentFlags())
 	root.AddCommand(newAPICommand(), newResultCommand(), newEventsCommand(), newServeCommand(), newHostsCommand(), newCodecServerCommand(), newPsCommand(),
-		newEnsureCommand(), newRolloutCommand(), newConfigCommand(), newLogsCommand())
+		newEnsureCommand(), newRolloutCommand(), newConfigCommand(), newLogsCommand(), newHostCommand(), newCancelCommand())
 	root.AddCommand(newVerbCommands()...)
 	return root
 }
@@ -195,6 +195,31 @@ func newResultCommand() *cobra.Command {
 				return &ExitError{Code: ExitBadRequest, Err: err}
 			}
 			return fetchResult(cmd.Context(), cmd, cfg, args[0])
+		},
+	}
+}
+
+func newCancelCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:   "cancel TASK_ID",
+		Short: "Cancel a task: queued host ops never run, running ones are ended, every key answers 9109 unless it had finished",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			body, _ := json.Marshal(map[string]string{"task_id": args[0]})
+			if _, err := gseapi.DecodeResultQuery(body); err != nil {
+				return reject(cmd, err)
+			}
+			cfg, err := config.Load(cmd.Flags())
+			if err != nil {
+				return &ExitError{Code: ExitBadRequest, Err: err}
+			}
+			c, err := dial(cfg)
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			resp, outcome := gseapi.CancelTaskAs(cmd.Context(), &workflows.Engine{Client: c, TaskQueue: cfg.TaskQueue}, body, nil)
+			return finish(cmd, resp, outcome)
 		},
 	}
 }
