@@ -50,14 +50,18 @@ func TestOperateCancelTellsItsHosts(t *testing.T) {
 		mu.Lock()
 		got = append(got, in.Cancels...)
 		mu.Unlock()
-		// The hosts answer: one had finished, one had not started.
-		go env.SignalWorkflow(ReplySignal, HostReply{Index: 1, Result: proc.Fail(proc.CodeCancelled, "cancelled: not run")})
 		return nil
 	}, activity.RegisterOptions{Name: "CancelHosts"})
 	env.RegisterDelayedCallback(func() {
 		env.SignalWorkflow(ReplySignal, HostReply{Index: 0, Result: proc.HostResult{Code: proc.CodeSuccess, Message: "success"}})
 	}, time.Second)
 	env.RegisterDelayedCallback(func() { env.SignalWorkflow(CancelSignal, nil) }, 2*time.Second)
+	// The hosts answer: one had finished, the other, told of the cancel,
+	// had not started. Sent on the test clock, not from the activity's
+	// goroutine, which the skipped clock could outrun to the backstop.
+	env.RegisterDelayedCallback(func() {
+		env.SignalWorkflow(ReplySignal, HostReply{Index: 1, Result: proc.Fail(proc.CodeCancelled, "cancelled: not run")})
+	}, 3*time.Second)
 	env.ExecuteWorkflow(OperateWorkflowName, OperateInput{TaskID: "GSETASK:T", Op: proc.OpRestart, Items: twoHostItems()})
 
 	var res OperateResult
@@ -91,10 +95,13 @@ func TestOperateDispatchFailureNeverReportsARunOpAsNotRun(t *testing.T) {
 			got = append(got, c.Host.IP+"="+c.ID)
 		}
 		mu.Unlock()
-		// Item 0 had reached its host, and ran before the cancel.
-		go env.SignalWorkflow(ReplySignal, HostReply{Index: 0, Result: proc.HostResult{Code: proc.CodeSuccess, Message: "success"}})
 		return nil
 	}, activity.RegisterOptions{Name: "CancelHosts"})
+	// Item 0 had reached its host, and ran before the cancel: its answer
+	// comes on the test clock.
+	env.RegisterDelayedCallback(func() {
+		env.SignalWorkflow(ReplySignal, HostReply{Index: 0, Result: proc.HostResult{Code: proc.CodeSuccess, Message: "success"}})
+	}, time.Second)
 	env.ExecuteWorkflow(OperateWorkflowName, OperateInput{TaskID: "GSETASK:T", Op: proc.OpStart, Items: twoHostItems()})
 
 	var res OperateResult
