@@ -31,7 +31,10 @@ func TestCancelRestartMidWay(t *testing.T) {
 	ids := e.fleet(t, n, "0.2")
 	e.registerFleet(t, ids, func(s *proc.Spec) {
 		s.RestartCmd = "while [ ! -e go ]; do sleep 0.1; done; exec ./restart.sh"
-		s.StartCheck, s.OpTimeout = time.Second, 2*time.Minute
+		// Far past the test's own waits: on a loaded machine the waiting
+		// restarts must still be waiting, not timed out, when the cancel
+		// comes.
+		s.StartCheck, s.OpTimeout = time.Second, 15*time.Minute
 	})
 	for _, r := range e.waitOp(t, e.startOp(t, proc.OpStart, ids), 3*time.Minute) {
 		wantCode(t, "start", r, proc.CodeSuccess)
