@@ -4,9 +4,6 @@ package main
 import (
 	"fmt"
 	"os"
-	// supervise_timezone may name an IANA zone on a host without a zone
-	// database.
-	_ "time/tzdata"
 
 	"github.com/drover-sh/drover/internal/cli"
 )
