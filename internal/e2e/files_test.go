@@ -8,7 +8,6 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
-	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -71,8 +70,6 @@ func decodeRows(t *testing.T, out string) map[string]fileRow {
 }
 
 func webKey(ip string) string { return "0:0:" + ip + ":web:svc" }
-
-var taskIDPattern = regexp.MustCompile(`GSETASK:\d{14}:\d+`)
 
 // pushLocal writes content to a local file for --file.
 func pushLocal(t *testing.T, content string) string {
