@@ -55,8 +55,7 @@ func splitChecked(out string) (control, probe string, probed bool) {
 // the post-check probe after wait in the same exec. It returns the
 // command's failure, if any, and the probe when it ran.
 func (r *opRun) controlThenCheck(verb, cmd string, wait time.Duration, anyExit bool) (*proc.HostResult, *checked) {
-	script := r.plat.checkedControlScript(r.spec, cmd, wait, anyExit)
-	if script == "" {
+	if r.plat.checkedControlScript(r.spec, cmd, wait, anyExit) == "" {
 		return r.runControl(verb, cmd), nil
 	}
 	if r.a.Sleep != nil {
@@ -65,10 +64,15 @@ func (r *opRun) controlThenCheck(verb, cmd string, wait time.Duration, anyExit b
 			f := proc.Fail(proc.CodeTimeout, "post-check interrupted: %v", err)
 			return &f, nil
 		}
-		script = r.plat.checkedControlScript(r.spec, cmd, 0, anyExit)
+		wait = 0
 	}
+	// The control part notes its process group, as runControl's does, so
+	// a cancelled task ends the command it started.
+	control, pidFile := r.notedControl(cmd)
+	script := checkedControlScript(control, r.plat.statusScript(r.spec, 0, false), wait, anyExit)
 	res, err := r.a.Runner.Run(r.ctx, r.host, r.command(script, r.spec.OpTimeout+15*time.Second+wait))
 	if err != nil {
+		r.endIfCancelled(pidFile)
 		f := transportFailure(err)
 		return &f, nil
 	}
