@@ -88,7 +88,7 @@ clean:
 
 ## test-scale: the 1,000-identity fan-out test (minutes; not part of make test)
 test-scale: deps bin/temporal
-	$(GO) test -tags scale -timeout 30m -run "TestFanOut|TestSupervisionCost" -v ./internal/e2e
+	$(GO) test -tags scale -timeout 30m -run "TestFanOut|TestSupervisionCost|TestSupervisionServerCost" -v ./internal/e2e
 
 ## bench-deps: the peers drover is measured against, from Debian, when missing
 bench-deps: deps

@@ -2,6 +2,7 @@ package activities
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -27,8 +28,9 @@ type platform interface {
 	// statusScript probes spec's pid file; window > 0 measures current
 	// cpu, extras adds version_cmd and health_cmd.
 	statusScript(spec proc.Spec, window time.Duration, extras bool) string
-	// watchScript is one supervision poll of every entry.
-	watchScript(entries []WatchEntry) string
+	// watchScript is one supervision poll of every entry; each health
+	// check is bounded by health on its own.
+	watchScript(entries []WatchEntry, health time.Duration) string
 	parseProbe(out string, n int) (proc.HostInfo, []proc.Sample, error)
 	alive(s proc.Sample, procName string) bool
 	controlScript(spec proc.Spec, cmd string) string
@@ -46,11 +48,11 @@ func platformFor(h inventory.Host) platform {
 	if h.Transport == inventory.TransportWinRM {
 		return windowsPlatform{login: h.User}
 	}
-	return linuxPlatform{}
+	return linuxPlatform{login: h.User}
 }
 
-// linuxPlatform is POSIX sh reading /proc, over SSH.
-type linuxPlatform struct{}
+// linuxPlatform is POSIX sh reading /proc, over SSH, logged in as login.
+type linuxPlatform struct{ login string }
 
 func (linuxPlatform) shell() transport.Shell { return transport.ShellSh }
 
@@ -73,27 +75,58 @@ func (linuxPlatform) statusScript(spec proc.Spec, window time.Duration, extras b
 }
 
 // watchScript is the one exec of a poll: every pid file, every health_cmd,
-// and the md5 of every watched config file.
-func (linuxPlatform) watchScript(entries []WatchEntry) string {
+// and the md5 of every watched config file. The poll itself runs as the
+// login user; health_cmd and the md5s run as each spec's account, as its
+// start and stop do, so they see what the process sees. Health checks and
+// md5s run side by side, each bounded by health on its own: a slow one is
+// reported as such (or, for an md5, says nothing) and never holds up the
+// poll.
+func (l linuxPlatform) watchScript(entries []WatchEntry, health time.Duration) string {
 	paths := make([]string, len(entries))
 	for i, e := range entries {
 		paths[i] = e.Spec.PidPath
 	}
 	var b strings.Builder
 	b.WriteString(ProbeScript(paths, 0))
+	secs := strconv.FormatFloat(health.Seconds(), 'f', -1, 64)
 	for i, e := range entries {
+		pre := l.sudo(e.Spec.Account)
 		if e.Spec.HealthCmd != "" {
-			fmt.Fprintf(&b, "(cd %s 2>/dev/null; timeout 10 sh -c %s </dev/null >/dev/null 2>&1); printf 'Z\\t%d\\t%%d\\n' $?\n",
-				transport.ShellQuote(e.Spec.SetupPath), transport.ShellQuote(e.Spec.HealthCmd), i)
+			// The check prints its exit status itself, so a sudo that
+			// refused (no status printed) is told apart from a failing
+			// check: it is reported as "sudo", and decides nothing.
+			fmt.Fprintf(&b, "(r=$(%ssh -c %s sh %s %s %s 2>/dev/null); printf 'Z\\t%d\\t%%s\\n' \"${r:-sudo}\") &\n",
+				pre, transport.ShellQuote(healthCheck), transport.ShellQuote(e.Spec.SetupPath), transport.ShellQuote(e.Spec.HealthCmd), secs, i)
 		}
 		for j, c := range e.Spec.ConfigMap {
 			if c.Path == "" || c.MD5 == "" {
 				continue
 			}
-			fmt.Fprintf(&b, "printf 'M\\t%d\\t%d\\t%%s\\n' \"$(md5sum < %s 2>/dev/null | cut -c1-32)\"\n", i, j, transport.ShellQuote(c.Path))
+			// Bounded and side by side like the health checks: a config
+			// path that never answers (a FIFO, a hung mount) says nothing
+			// this poll instead of failing it. md5sum prints "HASH  PATH",
+			// with a leading backslash when PATH needs escaping.
+			fmt.Fprintf(&b, "(r=$(%stimeout -k 1 %s md5sum -- %s 2>/dev/null); c=$?; r=${r#\\\\}; "+
+				"[ $c -eq 124 ] || [ $c -eq 137 ] || printf 'M\\t%d\\t%d\\t%%s\\n' \"${r%%%% *}\") &\n",
+				pre, secs, transport.ShellQuote(c.Path), i, j)
 		}
 	}
+	b.WriteString("wait\n")
 	return b.String()
+}
+
+// healthCheck runs health_cmd ($2) in setup_path ($1) for at most $3
+// seconds (then TERM, and KILL 2 s later) and prints its exit status:
+// 124 or 137 when it ran out of time.
+const healthCheck = `cd "$1" 2>/dev/null; timeout -k 2 "$3" sh -c "$2" </dev/null >/dev/null 2>&1; echo $?`
+
+// sudo is the prefix that runs a command as account, or "" when the login
+// user is that account.
+func (l linuxPlatform) sudo(account string) string {
+	if account == "" || account == l.login {
+		return ""
+	}
+	return "sudo -n -u " + transport.ShellQuote(account) + " -- "
 }
 
 func (linuxPlatform) parseProbe(out string, n int) (proc.HostInfo, []proc.Sample, error) {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/temporal"
 
 	"github.com/drover-sh/drover/policies"
 	"github.com/drover-sh/drover/proc"
@@ -34,6 +35,12 @@ type WatchInput struct {
 	// Renew ends a quiet watch after this long, so the activity is
 	// refreshed now and then; zero means policies.WatchRenew.
 	Renew time.Duration `json:"renew,omitempty"`
+	// TimeZone is the operator's zone for crontab rules (an IANA name,
+	// UTC or a fixed offset); empty means the host's own.
+	TimeZone string `json:"time_zone,omitempty"`
+	// Zone is the zone the host workflow reads crontab rules in now: a
+	// watch of a crontab process returns when the zone differs.
+	Zone policies.Zone `json:"zone,omitempty"`
 }
 
 // Watch event kinds.
@@ -59,6 +66,8 @@ type WatchEvent struct {
 type WatchOutput struct {
 	Events []WatchEvent `json:"events,omitempty"`
 	Polls  int          `json:"polls"`
+	// Zone is set when the zone for crontab rules is not the input's.
+	Zone *policies.Zone `json:"zone,omitempty"`
 }
 
 // Watch polls every supervised process on one host with one exec per poll,
@@ -88,15 +97,25 @@ func (a *Activities) Watch(ctx context.Context, in WatchInput) (WatchOutput, err
 	ctx, stopping, release := stopOnWorkerStop(ctx)
 	defer release()
 	w := newWatcher(in, platformFor(host))
-	script := w.plat.watchScript(in.Entries)
+	if in.TimeZone != "" && w.crontab {
+		// The worker checked the name when it started; a worker without
+		// the zone database cannot honour it, and says so.
+		loc, err := LoadZone(in.TimeZone)
+		if err != nil {
+			return WatchOutput{}, temporal.NewNonRetryableApplicationError(fmt.Sprintf("supervise_timezone %q: %v", in.TimeZone, err), "BadTimeZone", err)
+		}
+		w.loc = loc
+	}
+	script := w.plat.watchScript(in.Entries, policies.HealthCheckTimeout)
 	ended := time.Now().Add(renew)
 	tick := time.NewTicker(interval)
 	defer tick.Stop()
 	for polls := 1; ; polls++ {
 		res, err := a.Runner.Run(ctx, host, transport.Command{Script: script, Shell: w.plat.shell(), Timeout: policies.WatchPollTimeout})
 		if err == nil && res.ExitCode == 0 {
-			if events := w.observe(string(res.Stdout)); len(events) > 0 {
-				return WatchOutput{Events: events, Polls: polls}, nil
+			events, zone := w.observe(string(res.Stdout)), w.zoneChange()
+			if len(events) > 0 || zone != nil {
+				return WatchOutput{Events: events, Polls: polls, Zone: zone}, nil
 			}
 		}
 		// An unreachable host is polled again: supervision resumes when
@@ -131,6 +150,12 @@ type watcher struct {
 	prevStart  []uint64
 	prevHost   uint64
 	reportedMD map[string]bool
+	// crontab: some entry runs by a crontab rule, so the zone matters.
+	crontab bool
+	// loc is the operator's zone, when one was chosen; hostZone is the
+	// zone the host reported in its last poll.
+	loc      *time.Location
+	hostZone string
 }
 
 func newWatcher(in WatchInput, plat platform) *watcher {
@@ -141,8 +166,45 @@ func newWatcher(in WatchInput, plat platform) *watcher {
 		for _, p := range e.Drifted {
 			w.reportedMD[key(i, p)] = true
 		}
+		if e.Spec.CrontabRule != "" {
+			w.crontab = true
+		}
 	}
 	return w
+}
+
+// zoneChange is the zone crontab rules are to be read in, when it is not
+// the one the host workflow uses (or nil): the operator's zone at its
+// offset now, else the host's as its last poll reported it.
+func (w *watcher) zoneChange() *policies.Zone {
+	if !w.crontab {
+		return nil
+	}
+	var z policies.Zone
+	switch {
+	case w.loc != nil:
+		_, off := time.Now().In(w.loc).Zone()
+		z = policies.Zone{Name: w.in.TimeZone, Offset: off, Known: true}
+	default:
+		hz, ok := policies.HostZone(w.hostZone)
+		if !ok {
+			return nil
+		}
+		z = hz
+	}
+	if z == w.in.Zone {
+		return nil
+	}
+	return &z
+}
+
+// LoadZone reads an operator's zone: UTC, a fixed offset (+08:00) or an
+// IANA name from the worker's zone database.
+func LoadZone(name string) (*time.Location, error) {
+	if z, ok := policies.FixedZone(name); ok {
+		return z.Location(), nil
+	}
+	return time.LoadLocation(name)
 }
 
 func key(i int, path string) string { return strconv.Itoa(i) + "\x00" + path }
@@ -153,14 +215,14 @@ func (w *watcher) observe(out string) []WatchEvent {
 	if err != nil {
 		return nil
 	}
-	health := map[int]bool{}
+	health := map[int]string{}
 	md := map[[2]int]string{}
 	sc := bufio.NewScanner(strings.NewReader(out))
 	for sc.Scan() {
 		f := strings.Split(sc.Text(), "\t")
 		switch {
 		case f[0] == "Z" && len(f) == 3:
-			health[atoi(f[1])] = strings.TrimSpace(f[2]) == "0"
+			health[atoi(f[1])] = strings.TrimSpace(f[2])
 		case f[0] == "M" && len(f) == 4:
 			md[[2]int{atoi(f[1]), atoi(f[2])}] = strings.TrimSpace(f[3])
 		}
@@ -176,9 +238,8 @@ func (w *watcher) observe(out string) []WatchEvent {
 			continue
 		}
 		if resident {
-			if ok, checked := health[i]; checked && !ok {
-				events = append(events, WatchEvent{Index: i, Kind: WatchUnhealthy,
-					Detail: fmt.Sprintf("health_cmd of %s failed", e.Spec.ProcName)})
+			if why := unhealthy(health[i], e.Spec.ProcName); why != "" {
+				events = append(events, WatchEvent{Index: i, Kind: WatchUnhealthy, Detail: why})
 				continue
 			}
 			if ev, ok := w.limit(i, e, s, host); ok {
@@ -191,7 +252,21 @@ func (w *watcher) observe(out string) []WatchEvent {
 		}
 	}
 	w.prevHost = host.Ticks
+	w.hostZone = host.Timezone
 	return events
+}
+
+// unhealthy says why a health check's status means the process is not
+// healthy, or "" when it is, was not checked, or could not be run as its
+// account (sudo refused: the check says nothing of the process).
+func unhealthy(status, procName string) string {
+	switch status {
+	case "", "0", "sudo":
+		return ""
+	case "124", "137":
+		return fmt.Sprintf("health_cmd of %s timed out after %s", procName, policies.HealthCheckTimeout)
+	}
+	return fmt.Sprintf("health_cmd of %s failed (exit %s)", procName, status)
 }
 
 // limit checks cpu and mem against the spec over consecutive polls. CPU%

@@ -137,6 +137,25 @@ const (
 // ends here and the watch polls again.
 const WatchPollTimeout = 30 * time.Second
 
+// WatchScheduleToStart bounds how long a watch may wait for a worker to
+// take it up: past it, the host records that its supervision is paused
+// (no worker has a free watch slot) and tries again after
+// WatchFailureBackoff.
+const WatchScheduleToStart = 5 * time.Minute
+
+// WatchHeartbeatTimeout is a watch's heartbeat timeout: a watch lost with
+// its worker is taken up by another within it. The SDK sends a watch's
+// heartbeat every 0.8 of it (40 s), which is most of what quiet
+// supervision costs the server: 25 requests/s per 1,000 hosts. It is
+// sized so a process killed after its worker's loss is running again
+// within supervise_interval + start_check + 60 s.
+const WatchHeartbeatTimeout = 50 * time.Second
+
+// HealthCheckTimeout bounds one health_cmd in a supervision poll. Checks
+// run side by side, so a poll takes as long as its slowest check, well
+// inside WatchPollTimeout, however many processes a host has.
+const HealthCheckTimeout = 10 * time.Second
+
 // WatchFailureBackoff pauses supervision of a host whose watch failed
 // outright (not merely unreachable), instead of retrying in a tight loop.
 const WatchFailureBackoff = time.Minute

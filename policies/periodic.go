@@ -2,6 +2,8 @@ package policies
 
 import (
 	"fmt"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/robfig/cron/v3"
@@ -13,8 +15,9 @@ var cronParser = cron.NewParser(cron.Minute | cron.Hour | cron.Dom | cron.Month 
 
 // NextRun is when a periodic (auto_type 0) process runs next, after the run
 // at last (or, with no run yet, after from). crontab_rule wins over
-// cycle_time when both are set.
-func NextRun(s proc.Spec, last, from time.Time) (time.Time, error) {
+// cycle_time when both are set, and is read in zone: "0 9 * * *" is nine
+// o'clock there.
+func NextRun(s proc.Spec, last, from time.Time, zone Zone) (time.Time, error) {
 	base := from
 	if !last.IsZero() {
 		base = last
@@ -24,7 +27,7 @@ func NextRun(s proc.Spec, last, from time.Time) (time.Time, error) {
 		if err != nil {
 			return time.Time{}, fmt.Errorf("crontab_rule %q: %w", s.CrontabRule, err)
 		}
-		return sched.Next(base), nil
+		return sched.Next(base.In(zone.Location())).UTC(), nil
 	}
 	if s.CycleTime <= 0 {
 		return time.Time{}, fmt.Errorf("periodic process %s has neither cycle_time nor crontab_rule", s.ProcName)
@@ -33,4 +36,83 @@ func NextRun(s proc.Spec, last, from time.Time) (time.Time, error) {
 		return from, nil // first run at once
 	}
 	return last.Add(s.CycleTime), nil
+}
+
+// Zone is the time zone crontab rules are read in, as its offset from UTC
+// when it was last learned: the host's own, or the one the operator chose,
+// at its current offset. A fixed offset keeps the evaluation pure (no
+// time zone database in workflow code); the watch reports a new offset
+// (a daylight saving change) within a poll, and rules are read again.
+type Zone struct {
+	// Name is for people: the host's abbreviation (CST) or the
+	// operator's zone name (Asia/Shanghai).
+	Name string `json:"name,omitempty"`
+	// Offset is seconds east of UTC.
+	Offset int `json:"offset,omitempty"`
+	// Known is false until the zone was learned: rules are read in UTC.
+	Known bool `json:"known,omitempty"`
+}
+
+// Location is the zone as a fixed-offset location; UTC while unknown.
+func (z Zone) Location() *time.Location {
+	if !z.Known {
+		return time.UTC
+	}
+	return time.FixedZone(z.Name, z.Offset)
+}
+
+func (z Zone) String() string {
+	if !z.Known {
+		return "UTC (the host's zone not learned yet)"
+	}
+	return fmt.Sprintf("%s (UTC%s)", z.Name, time.Unix(0, 0).In(z.Location()).Format("-07:00"))
+}
+
+// HostZone reads the zone a host reports as its abbreviation followed by
+// its offset, as `date +%Z%z` prints it (CST+0800, UTC+0000, +03+0300).
+func HostZone(s string) (Zone, bool) {
+	s = strings.TrimSpace(s)
+	if len(s) < 5 {
+		return Zone{}, false
+	}
+	off, ok := parseOffset(s[len(s)-5:])
+	if !ok {
+		return Zone{}, false
+	}
+	name := s[:len(s)-5]
+	if name == "" || ((name == "UTC" || name == "GMT") && off != 0) {
+		// Windows hosts report only an offset, as UTC+0800.
+		name = "UTC" + s[len(s)-5:]
+	}
+	return Zone{Name: name, Offset: off, Known: true}, true
+}
+
+// FixedZone reads an operator's fixed offset: +08:00, -0530, UTC, Z.
+func FixedZone(s string) (Zone, bool) {
+	switch s {
+	case "UTC", "Z":
+		return Zone{Name: "UTC", Known: true}, true
+	}
+	off, ok := parseOffset(strings.Replace(s, ":", "", 1))
+	if !ok {
+		return Zone{}, false
+	}
+	return Zone{Name: s, Offset: off, Known: true}, true
+}
+
+// parseOffset reads ±hhmm as seconds east of UTC.
+func parseOffset(s string) (int, bool) {
+	if len(s) != 5 || (s[0] != '+' && s[0] != '-') {
+		return 0, false
+	}
+	hh, err1 := strconv.Atoi(s[1:3])
+	mm, err2 := strconv.Atoi(s[3:5])
+	if err1 != nil || err2 != nil || hh > 14 || mm > 59 || strings.ContainsAny(s[1:], "+-") {
+		return 0, false
+	}
+	off := hh*3600 + mm*60
+	if s[0] == '-' {
+		off = -off
+	}
+	return off, true
 }

@@ -7,63 +7,6 @@ import (
 	"github.com/drover-sh/drover/proc"
 )
 
-func TestRestartPolicy(t *testing.T) {
-	p := RestartPolicy{Retries: 4, Interval: 10 * time.Second, MaxDelay: 25 * time.Second}
-	cases := []struct {
-		attempts int
-		action   RestartAction
-		delay    time.Duration
-	}{
-		{0, RestartNow, 0},                // first death: at once
-		{1, RestartNow, 10 * time.Second}, // after one failed start: the interval
-		{2, RestartNow, 20 * time.Second}, // doubled
-		{3, RestartNow, 25 * time.Second}, // capped
-		{4, RestartGiveUp, 0},             // retries spent
-		{9, RestartGiveUp, 0},
-	}
-	for _, c := range cases {
-		got := p.Next(RestartState{Attempts: c.attempts}, "k")
-		if got.Action != c.action || got.Delay != c.delay {
-			t.Errorf("attempts %d: %+v, want action %d delay %s", c.attempts, got, c.action, c.delay)
-		}
-	}
-}
-
-func TestRestartPolicyNoRetries(t *testing.T) {
-	if got := (RestartPolicy{Retries: 0}).Next(RestartState{}, "k"); got.Action != RestartGiveUp {
-		t.Fatalf("zero retries must give up at once, got %+v", got)
-	}
-}
-
-func TestRestartJitterIsBoundedAndDeterministic(t *testing.T) {
-	p := NewRestartPolicy(10, 10*time.Second)
-	seen := map[time.Duration]bool{}
-	for _, key := range []string{"a", "b", "c", "d", "e", "f"} {
-		d1 := p.Next(RestartState{Attempts: 1}, key).Delay
-		d2 := p.Next(RestartState{Attempts: 1}, key).Delay
-		if d1 != d2 {
-			t.Fatalf("jitter for %q differs between calls: %s %s", key, d1, d2)
-		}
-		if d1 < 10*time.Second || d1 > 12500*time.Millisecond {
-			t.Fatalf("delay %s outside [10s, 12.5s]", d1)
-		}
-		seen[d1] = true
-	}
-	if len(seen) < 3 {
-		t.Fatalf("jitter should spread processes: %v", seen)
-	}
-	if d := p.Next(RestartState{Attempts: 9}, "a").Delay; d > MaxRestartDelay+MaxRestartDelay/4 {
-		t.Fatalf("delay %s over the cap plus jitter", d)
-	}
-}
-
-func TestRestartState(t *testing.T) {
-	st := RestartState{}.Started().Started()
-	if st.Attempts != 2 || st.StayedUp().Attempts != 0 {
-		t.Fatalf("state %+v", st)
-	}
-}
-
 func TestLimitPolicy(t *testing.T) {
 	p := LimitPolicy{CPU: 50, Mem: 10, Polls: 3}
 	type step struct {
@@ -122,24 +65,24 @@ func TestCPUPercentBetween(t *testing.T) {
 func TestNextRun(t *testing.T) {
 	from := time.Date(2026, 11, 22, 10, 0, 30, 0, time.UTC)
 	cycle := proc.Spec{ProcName: "p", CycleTime: time.Minute}
-	if got, _ := NextRun(cycle, time.Time{}, from); !got.Equal(from) {
+	if got, _ := NextRun(cycle, time.Time{}, from, Zone{}); !got.Equal(from) {
 		t.Fatalf("first cycle run must be at once, got %s", got)
 	}
 	last := from.Add(-10 * time.Second)
-	if got, _ := NextRun(cycle, last, from); !got.Equal(last.Add(time.Minute)) {
+	if got, _ := NextRun(cycle, last, from, Zone{}); !got.Equal(last.Add(time.Minute)) {
 		t.Fatalf("next cycle run %s", got)
 	}
 	cronSpec := proc.Spec{ProcName: "p", CrontabRule: "*/5 * * * *", CycleTime: time.Minute}
-	if got, _ := NextRun(cronSpec, time.Time{}, from); !got.Equal(time.Date(2026, 11, 22, 10, 5, 0, 0, time.UTC)) {
+	if got, _ := NextRun(cronSpec, time.Time{}, from, Zone{}); !got.Equal(time.Date(2026, 11, 22, 10, 5, 0, 0, time.UTC)) {
 		t.Fatalf("cron wins over cycle_time: %s", got)
 	}
-	if got, _ := NextRun(proc.Spec{CrontabRule: "@every 30s"}, from, from); !got.Equal(from.Add(30 * time.Second)) {
+	if got, _ := NextRun(proc.Spec{CrontabRule: "@every 30s"}, from, from, Zone{}); !got.Equal(from.Add(30 * time.Second)) {
 		t.Fatalf("@every: %s", got)
 	}
-	if _, err := NextRun(proc.Spec{ProcName: "p"}, time.Time{}, from); err == nil {
+	if _, err := NextRun(proc.Spec{ProcName: "p"}, time.Time{}, from, Zone{}); err == nil {
 		t.Fatal("a periodic spec with no schedule is an error")
 	}
-	if _, err := NextRun(proc.Spec{CrontabRule: "bogus"}, time.Time{}, from); err == nil {
+	if _, err := NextRun(proc.Spec{CrontabRule: "bogus"}, time.Time{}, from, Zone{}); err == nil {
 		t.Fatal("a bad rule is an error")
 	}
 }

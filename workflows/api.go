@@ -62,7 +62,23 @@ const (
 	// VersionRequestDeadline: a host request dequeued after its deadline
 	// is answered 9105 without running (it ran, however late).
 	VersionRequestDeadline = "request-deadline"
+	// VersionCrashBackoff: a process that keeps dying soon after starts
+	// that passed their check is started again after a growing delay (it
+	// was started again at once, every poll).
+	VersionCrashBackoff = "crash-backoff"
+	// VersionUnhealthyStopStart: an unhealthy process is stopped, then
+	// started (it was restarted with op_type 7, and retried with a start).
+	VersionUnhealthyStopStart = "unhealthy-stop-start"
+	// VersionCrontabZone: crontab rules are read in the zone the watch
+	// learned (the host's, or the operator's), not in UTC.
+	VersionCrontabZone = "crontab-zone"
+	// VersionWatchQueue: watches run on their own task queue, so ops never
+	// wait behind them for an activity slot (they shared the ops' queue).
+	VersionWatchQueue = "watch-queue"
 )
+
+// WatchQueueSuffix names a task queue's watch queue by default.
+const WatchQueueSuffix = "-watch"
 
 // HostWorkflowID names a host's workflow.
 func HostWorkflowID(h proc.HostID) string { return fmt.Sprintf("host:%d:%s", h.CloudID, h.IP) }
@@ -122,6 +138,12 @@ type HostRequest struct {
 type Supervision struct {
 	Interval   time.Duration `json:"interval"`
 	LimitPolls int           `json:"limit_polls"`
+	// TimeZone is the zone crontab rules are read in: an IANA name, UTC
+	// or a fixed offset (+08:00); empty means each host's own.
+	TimeZone string `json:"time_zone,omitempty"`
+	// WatchQueue is the task queue watches run on, apart from the ops';
+	// empty means the host workflow's own queue + "-watch".
+	WatchQueue string `json:"watch_queue,omitempty"`
 }
 
 // HostReply is a host's answer to one HostRequest.
@@ -146,11 +168,14 @@ type Entry struct {
 	Seen *Sighting `json:"seen,omitempty"`
 
 	// Supervision state.
-	Restart   policies.RestartState `json:"restart"`
-	RetryAt   time.Time             `json:"retry_at,omitempty"`  // a restart waiting out its backoff
-	Cancelled bool                  `json:"cancelled,omitempty"` // gave up after start_retries
-	LastRun   time.Time             `json:"last_run,omitempty"`  // periodic: the last scheduled run
-	NextRun   time.Time             `json:"next_run,omitempty"`  // periodic: the next one
+	Restart policies.RestartState `json:"restart"`
+	RetryAt time.Time             `json:"retry_at,omitempty"` // a restart waiting out its backoff
+	// RetryStop: the restart must stop the process first (it is alive,
+	// but unhealthy).
+	RetryStop bool      `json:"retry_stop,omitempty"`
+	Cancelled bool      `json:"cancelled,omitempty"` // gave up after start_retries
+	LastRun   time.Time `json:"last_run,omitempty"`  // periodic: the last scheduled run
+	NextRun   time.Time `json:"next_run,omitempty"`  // periodic: the next one
 }
 
 // Event is something supervision did or saw, as the GSE agent reports it.
@@ -177,6 +202,12 @@ const (
 	EventPeriodicSkip   = "process_periodic_skip"
 	EventPeriodicFailed = "process_periodic_failed"
 	EventWatchFailed    = "host_watch_failed"
+	// EventFoundRunning: supervision was about to start a process it had
+	// seen dead, and found it running again (started by something else).
+	EventFoundRunning = "process_found_running"
+	// EventRestartDelayed: a crash-looping process waits before its next
+	// start.
+	EventRestartDelayed = "process_restart_delayed"
 )
 
 // SupervisionEventsMetric counts supervision events on the worker's metrics,
@@ -199,4 +230,7 @@ type HostState struct {
 	// CancelledTasks are recently cancelled task ids, oldest first: a
 	// request of one that arrives after the cancel is not run.
 	CancelledTasks []string `json:"cancelled_tasks,omitempty"`
+	// Zone is the zone crontab rules are read in, as the watch last
+	// learned it.
+	Zone policies.Zone `json:"zone,omitempty"`
 }

@@ -323,13 +323,13 @@ func (h *host) runOp(ctx workflow.Context, req HostRequest, e Entry) activities.
 // manage puts a process under supervision afresh.
 func manage(e *Entry) {
 	e.Managed, e.Cancelled, e.Expected = true, false, true
-	e.Restart, e.RetryAt = policies.RestartState{}, time.Time{}
+	e.Restart, e.RetryAt, e.RetryStop = policies.RestartState{}, time.Time{}, false
 }
 
 // unmanage takes a process out of supervision, with any pending restart.
 func unmanage(e *Entry) {
 	e.Managed, e.Cancelled, e.Expected = false, false, false
-	e.Restart, e.RetryAt, e.NextRun = policies.RestartState{}, time.Time{}, time.Time{}
+	e.Restart, e.RetryAt, e.RetryStop, e.NextRun = policies.RestartState{}, time.Time{}, false, time.Time{}
 }
 
 // controlResult adds the control-op content callers expect.

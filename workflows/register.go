@@ -1,6 +1,7 @@
 package workflows
 
 import (
+	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
 
@@ -15,4 +16,11 @@ func Register(w worker.Worker, acts *activities.Activities, d *Dispatcher) {
 	w.RegisterWorkflowWithOptions(RolloutChunk, workflow.RegisterOptions{Name: RolloutChunkWorkflowName})
 	w.RegisterActivity(acts)
 	w.RegisterActivity(d)
+}
+
+// RegisterWatch puts supervision's watch on the worker of the watch queue.
+// Register keeps it on the ops' worker too, for host workflows begun before
+// watches had their own queue.
+func RegisterWatch(w worker.Worker, acts *activities.Activities) {
+	w.RegisterActivityWithOptions(acts.Watch, activity.RegisterOptions{Name: "Watch"})
 }

@@ -54,7 +54,26 @@ func (h *host) wait(ctx workflow.Context) {
 	}
 	sel.Select(ctx)
 	if watchOut != nil {
+		if watchOut.Zone != nil {
+			h.setZone(ctx, *watchOut.Zone)
+		}
 		h.decide(ctx, watched, watchOut.Events)
+	}
+}
+
+// setZone takes the zone crontab rules are read in, as the watch learned
+// it, and reads every crontab rule again in it: a run computed in the old
+// zone (or in UTC, before the host's zone was known) is due at another
+// instant now.
+func (h *host) setZone(ctx workflow.Context, z policies.Zone) {
+	if workflow.GetVersion(ctx, VersionCrontabZone, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
+		return
+	}
+	h.Zone = z
+	for i := range h.Entries {
+		if e := &h.Entries[i]; e.Spec.CrontabRule != "" {
+			e.NextRun = time.Time{}
+		}
 	}
 }
 
@@ -75,16 +94,33 @@ func (h *host) startWatch(ctx workflow.Context, watched []int) workflow.Future {
 	if interval <= 0 {
 		interval = policies.DefaultPollInterval
 	}
-	in := activities.WatchInput{Target: h.target(), Interval: interval, LimitPolls: h.Supervision.LimitPolls}
+	in := activities.WatchInput{Target: h.target(), Interval: interval, LimitPolls: h.Supervision.LimitPolls,
+		TimeZone: h.Supervision.TimeZone, Zone: h.Zone}
 	for _, i := range watched {
 		e := h.Entries[i]
 		in.Entries = append(in.Entries, activities.WatchEntry{Process: e.Process, Spec: policies.WithDefaults(e.Spec), Drifted: e.Drifted})
 	}
-	actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+	opts := workflow.ActivityOptions{
 		StartToCloseTimeout: policies.WatchRenew + 10*time.Minute,
 		HeartbeatTimeout:    policies.HeartbeatTimeout,
 		RetryPolicy:         &temporal.RetryPolicy{InitialInterval: time.Second, MaximumInterval: 30 * time.Second, MaximumAttempts: 10},
-	})
+	}
+	if workflow.GetVersion(ctx, VersionWatchQueue, workflow.DefaultVersion, 1) >= 1 {
+		// Watches hold their slot for up to WatchRenew: on the ops' queue
+		// they would make every op wait for a slot. A watch no worker
+		// takes up in time fails, and the host records that supervision
+		// is paused, rather than going unwatched silently.
+		opts.TaskQueue = h.Supervision.WatchQueue
+		if opts.TaskQueue == "" {
+			opts.TaskQueue = workflow.GetInfo(ctx).TaskQueueName + WatchQueueSuffix
+		}
+		opts.ScheduleToStartTimeout = policies.WatchScheduleToStart
+		// Each heartbeat is a request to the server: one per watch every
+		// 0.8 heartbeat timeouts (the SDK's throttle) is most of what a
+		// quiet fleet costs it.
+		opts.HeartbeatTimeout = policies.WatchHeartbeatTimeout
+	}
+	actx := workflow.WithActivityOptions(ctx, opts)
 	var a *activities.Activities
 	return workflow.ExecuteActivity(actx, a.Watch, in)
 }
@@ -111,7 +147,14 @@ func (h *host) decide(ctx workflow.Context, watched []int, events []activities.W
 			e.Seen = &Sighting{At: workflow.Now(ctx)}
 			h.restart(ctx, e, proc.OpStart, ev.Detail)
 		case activities.WatchUnhealthy:
-			h.restart(ctx, e, proc.OpRestart, ev.Detail)
+			if workflow.GetVersion(ctx, VersionUnhealthyStopStart, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
+				h.restart(ctx, e, proc.OpRestart, ev.Detail)
+				continue
+			}
+			// Alive but unhealthy: a start would answer 828. It is
+			// stopped, then started, each step recorded as it went.
+			e.RetryStop = true
+			h.restart(ctx, e, proc.OpStart, ev.Detail)
 		case activities.WatchLimit:
 			h.event(ctx, e.Process, EventLimitExceed, ev.Detail, e.Pid)
 			stop := h.runOp(ctx, HostRequest{Op: proc.OpStop, Target: h.target(), Process: e.Process}, *e)
@@ -138,32 +181,57 @@ func (h *host) decide(ctx workflow.Context, watched []int, events []activities.W
 // restart applies the restart policy to a dead (or unhealthy) process.
 func (h *host) restart(ctx workflow.Context, e *Entry, op proc.OpType, why string) {
 	spec := policies.WithDefaults(e.Spec)
-	d := policies.NewRestartPolicy(spec.StartRetries, spec.StartInterval).Next(e.Restart, e.Process.Namespace+"/"+e.Process.Name)
+	d := policies.NewRestartPolicy(spec.StartRetries, spec.StartInterval).Next(e.Restart, workflow.Now(ctx), e.Process.Namespace+"/"+e.Process.Name)
+	if d.CrashLoop && workflow.GetVersion(ctx, VersionCrashBackoff, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
+		d.Delay = 0
+	}
+	e.Restart = d.State
 	switch {
 	case d.Action == policies.RestartGiveUp:
-		e.Managed, e.Cancelled, e.RetryAt = false, true, time.Time{}
+		e.Managed, e.Cancelled, e.RetryAt, e.RetryStop = false, true, time.Time{}, false
 		h.event(ctx, e.Process, EventCancelRestart,
 			fmt.Sprintf("gave up after %d restarts (%s); manage it again with op_type 3 or a start", e.Restart.Attempts, why), e.Pid)
 	case d.Delay > 0:
 		e.RetryAt = workflow.Now(ctx).Add(d.Delay)
+		if d.CrashLoop {
+			h.event(ctx, e.Process, EventRestartDelayed, fmt.Sprintf("%s; it died %d times in a row within %s of a start: next start in %s",
+				why, e.Restart.Crashes, policies.StableRun, d.Delay.Round(time.Second)), e.Pid)
+		}
 	default:
 		h.attempt(ctx, e, op, why)
 	}
 }
 
-// attempt starts a supervised process once and records the outcome.
+// attempt starts a supervised process once (stopping it first when it is
+// alive but unhealthy) and records the outcome as it was.
 func (h *host) attempt(ctx workflow.Context, e *Entry, op proc.OpType, why string) {
 	e.RetryAt = time.Time{}
 	e.Restart = e.Restart.Started()
+	if e.RetryStop {
+		stop := h.runOp(ctx, HostRequest{Op: proc.OpStop, Target: h.target(), Process: e.Process}, *e)
+		e.saw(stop, workflow.Now(ctx))
+		if stop.Result.Code != proc.CodeSuccess && stop.Result.Code != proc.CodeNotRunning {
+			h.event(ctx, e.Process, EventRestartFailed, "stop before the restart: "+stop.Result.Message, e.Pid)
+			h.restart(ctx, e, op, why)
+			return
+		}
+		e.RetryStop = false
+	}
 	out := h.runOp(ctx, HostRequest{Op: op, Target: h.target(), Process: e.Process}, *e)
 	e.saw(out, workflow.Now(ctx))
-	if out.Result.Code == proc.CodeSuccess || out.Result.Code == proc.CodeAlreadyRunning {
-		// It passed its start check: it stayed up past the window.
-		e.Restart = e.Restart.StayedUp()
-		e.LastStartTime = workflow.Now(ctx).Unix()
+	switch out.Result.Code {
+	case proc.CodeSuccess, proc.CodeAlreadyRunning:
+		// It passed its start check, or is running already: it stayed up.
+		e.Restart = e.Restart.StayedUp(workflow.Now(ctx))
 		if out.Alive {
 			e.Pid, e.StartTicks = out.Pid, out.StartTicks
 		}
+		if out.Result.Code == proc.CodeAlreadyRunning {
+			// Nothing was started: say so, never "restarted".
+			h.event(ctx, e.Process, EventFoundRunning, fmt.Sprintf("%s; found running again, pid %d, before supervision started it", why, e.Pid), e.Pid)
+			return
+		}
+		e.LastStartTime = workflow.Now(ctx).Unix()
 		h.event(ctx, e.Process, EventRestartSuccess, fmt.Sprintf("%s; pid %d", why, e.Pid), e.Pid)
 		return
 	}
@@ -200,7 +268,7 @@ func (h *host) schedule(e *Entry, now time.Time) {
 	if !e.NextRun.IsZero() {
 		return
 	}
-	next, err := policies.NextRun(e.Spec, e.LastRun, now)
+	next, err := policies.NextRun(e.Spec, e.LastRun, now, h.Zone)
 	if err != nil {
 		return
 	}
@@ -232,7 +300,7 @@ func (h *host) runPeriodic(ctx workflow.Context, e *Entry, now time.Time) {
 	var overdue []time.Time
 	for t := e.NextRun; !t.IsZero() && !t.After(now) && len(overdue) <= 10000; {
 		overdue = append(overdue, t)
-		next, err := policies.NextRun(e.Spec, t, now)
+		next, err := policies.NextRun(e.Spec, t, now, h.Zone)
 		if err != nil {
 			break
 		}

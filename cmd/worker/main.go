@@ -4,6 +4,9 @@ package main
 import (
 	"fmt"
 	"os"
+	// supervise_timezone may name an IANA zone on a host without a zone
+	// database.
+	_ "time/tzdata"
 
 	"github.com/drover-sh/drover/internal/cli"
 )

@@ -27,9 +27,10 @@ type eventFlags struct {
 }
 
 // eventKinds are the kinds --kind completes.
-var eventKinds = []string{workflows.EventRestartSuccess, workflows.EventRestartFailed, workflows.EventCancelRestart,
-	workflows.EventLimitExceed, workflows.EventConfigDrift, workflows.EventConfigRestored, workflows.EventPeriodicRun,
-	workflows.EventPeriodicSkip, workflows.EventPeriodicFailed, workflows.EventWatchFailed}
+var eventKinds = []string{workflows.EventRestartSuccess, workflows.EventRestartFailed, workflows.EventRestartDelayed,
+	workflows.EventFoundRunning, workflows.EventCancelRestart, workflows.EventLimitExceed, workflows.EventConfigDrift,
+	workflows.EventConfigRestored, workflows.EventPeriodicRun, workflows.EventPeriodicSkip, workflows.EventPeriodicFailed,
+	workflows.EventWatchFailed}
 
 func newEventsCommand() *cobra.Command {
 	var f eventFlags
@@ -38,7 +39,8 @@ func newEventsCommand() *cobra.Command {
 		Short: "List supervision events (restarts, give-ups, limits, drift, periodic runs)",
 		Long: "List the supervision events the host workflows recorded, newest last;\n" +
 			"--follow keeps printing new ones until interrupted.\n" +
-			"Kinds: process_restart_success, process_restart_failed, process_cancel_restart,\n" +
+			"Kinds: process_restart_success, process_restart_failed, process_restart_delayed,\n" +
+			"process_found_running, process_cancel_restart,\n" +
 			"process_resource_limit_exceed, process_config_drift, process_config_restored,\n" +
 			"process_periodic_run, process_periodic_skip, process_periodic_failed, host_watch_failed.",
 		Args: cobra.NoArgs,

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net"
 	"sync"
+	"time"
 
 	"go.temporal.io/sdk/client"
 	tlog "go.temporal.io/sdk/log"
@@ -56,6 +57,8 @@ type Worker struct {
 	// MetricsAddr is where /metrics is served; empty when it is not.
 	MetricsAddr string
 	w           worker.Worker
+	// watches serves supervision's watch queue with its own slots.
+	watches     worker.Worker
 	stopMetrics context.CancelFunc
 	once        sync.Once
 }
@@ -93,8 +96,19 @@ func StartWorker(cfg config.Config, logger *slog.Logger) (*Worker, error) {
 	acts := &activities.Activities{Inventory: inv, Runner: m.Track(transport.Multi{SSH: ssh, WinRM: winrm}),
 		Files: transport.Multi{SSH: ssh, WinRM: winrm}, Store: filestore.Store{Dir: cfg.FilesDir}}
 	workflows.Register(w, acts, &workflows.Dispatcher{Client: c, TaskQueue: cfg.TaskQueue, Inventory: inv, Acts: acts,
-		Supervision: workflows.Supervision{Interval: cfg.SuperviseInterval, LimitPolls: cfg.LimitPolls}})
-	wk := &Worker{Client: c, SSH: ssh, WinRM: winrm, Metrics: m, w: w, stopMetrics: func() {}}
+		Supervision: workflows.Supervision{Interval: cfg.SuperviseInterval, LimitPolls: cfg.LimitPolls,
+			TimeZone: cfg.CrontabZone(), WatchQueue: cfg.WatchQueue()}})
+	// Watches are long-lived: on a queue of their own, with their own
+	// slots, they never hold the slots ops need.
+	// Its pollers stay at the SDK's default: every long poll is a request
+	// to the server, whether or not a watch is waiting.
+	// A stopping worker gives its watches time to hand themselves back
+	// (see activities.Watch), rather than leaving each to its heartbeat
+	// timeout.
+	watches := worker.New(c, cfg.WatchQueue(), worker.Options{MaxConcurrentActivityExecutionSize: cfg.MaxConcurrentWatches,
+		DisableWorkflowWorker: true, WorkerStopTimeout: watchStopTimeout})
+	workflows.RegisterWatch(watches, acts)
+	wk := &Worker{Client: c, SSH: ssh, WinRM: winrm, Metrics: m, w: w, watches: watches, stopMetrics: func() {}}
 	if cfg.MetricsListen != "" {
 		ln, err := net.Listen("tcp", cfg.MetricsListen)
 		if err != nil {
@@ -116,14 +130,29 @@ func StartWorker(cfg config.Config, logger *slog.Logger) (*Worker, error) {
 		_ = ssh.Close()
 		return nil, err
 	}
+	if err := watches.Start(); err != nil {
+		w.Stop()
+		wk.stopMetrics()
+		c.Close()
+		_ = ssh.Close()
+		return nil, err
+	}
 	return wk, nil
 }
+
+// watchStopTimeout bounds how long a stopping worker waits for its watches
+// to hand themselves back: a poll in progress ends first.
+const watchStopTimeout = policies.WatchPollTimeout + 5*time.Second
 
 // Stop stops polling, waits for the running host ops to end (up to
 // stopTimeout), then closes the pool and the client.
 func (w *Worker) Stop() {
 	w.once.Do(func() {
+		// Workflows first: a watch handed back (or a cancelled one ending)
+		// makes a workflow task, which must go to a worker that stays, not
+		// to this one on its way out.
 		w.w.Stop()
+		w.watches.Stop()
 		w.stopMetrics()
 		_ = w.SSH.Close()
 		_ = w.WinRM.Close()
@@ -139,7 +168,7 @@ func RunWorker(ctx context.Context, cfg config.Config, logger *slog.Logger) erro
 		return err
 	}
 	logger.Info("worker started", "temporal", cfg.TemporalAddress, "namespace", cfg.TemporalNamespace,
-		"task_queue", cfg.TaskQueue, "inventory", cfg.Inventory, "metrics", w.MetricsAddr)
+		"task_queue", cfg.TaskQueue, "watch_task_queue", cfg.WatchQueue(), "inventory", cfg.Inventory, "metrics", w.MetricsAddr)
 	<-ctx.Done()
 	logger.Info("worker stopping: no new work is taken; running host ops finish first")
 	w.Stop()

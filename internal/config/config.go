@@ -17,6 +17,8 @@ import (
 	"github.com/knadh/koanf/providers/posflag"
 	"github.com/knadh/koanf/v2"
 	"github.com/spf13/pflag"
+
+	"github.com/drover-sh/drover/policies"
 )
 
 // Config is every setting the binaries share. Keys are the koanf tags; the
@@ -33,6 +35,14 @@ type Config struct {
 	SuperviseInterval time.Duration `koanf:"supervise_interval"`
 	// LimitPolls is how many consecutive polls over a cpu/mem limit act.
 	LimitPolls int `koanf:"limit_polls"`
+	// SuperviseTimeZone is the zone crontab rules are read in: host (each
+	// host's own), UTC, a fixed offset (+08:00) or an IANA name.
+	SuperviseTimeZone string `koanf:"supervise_timezone"`
+	// WatchTaskQueue is where supervision's long-lived watches run, apart
+	// from the ops; empty means TaskQueue + "-watch".
+	WatchTaskQueue string `koanf:"watch_task_queue"`
+	// MaxConcurrentWatches is how many hosts one worker watches at once.
+	MaxConcurrentWatches int `koanf:"max_concurrent_watches"`
 	// Apps may call the HTTP API.
 	Apps []AppConfig `koanf:"apps"`
 
@@ -79,6 +89,40 @@ type Config struct {
 	FilesDir string `koanf:"files_dir"`
 }
 
+// HostZone is the supervise_timezone that means each host's own zone.
+const HostZone = "host"
+
+// CrontabZone is the zone handed to supervision: empty for each host's own.
+func (c Config) CrontabZone() string {
+	if c.SuperviseTimeZone == HostZone {
+		return ""
+	}
+	return c.SuperviseTimeZone
+}
+
+// WatchQueue is the task queue supervision's watches run on.
+func (c Config) WatchQueue() string {
+	if c.WatchTaskQueue != "" {
+		return c.WatchTaskQueue
+	}
+	return c.TaskQueue + "-watch"
+}
+
+// validZone checks a supervise_timezone the worker can read.
+func validZone(z string) error {
+	if z == "" || z == HostZone {
+		return nil
+	}
+	if _, ok := policies.FixedZone(z); ok {
+		return nil
+	}
+	if strings.HasPrefix(z, "+") || strings.HasPrefix(z, "-") {
+		return fmt.Errorf("not an offset of the form +08:00")
+	}
+	_, err := time.LoadLocation(z)
+	return err
+}
+
 // AppConfig is an app allowed to call the HTTP API. Its secret comes from
 // an environment variable or a file, never from the config itself.
 type AppConfig struct {
@@ -117,6 +161,10 @@ var defaults = map[string]any{
 	"log_level":          "info",
 	"supervise_interval": "10s",
 	"limit_polls":        3,
+	"supervise_timezone": "host",
+	// One watch per supervised host: a worker alone can watch a fleet
+	// of 10,000; an idle watch costs a goroutine and a pooled connection.
+	"max_concurrent_watches": 10000,
 	// 8 sessions per connection leaves room under OpenSSH's default
 	// MaxSessions of 10.
 	"max_sessions_per_host":     8,
@@ -161,6 +209,9 @@ func AddFlags(fs *pflag.FlagSet) {
 func AddWorkerFlags(fs *pflag.FlagSet) {
 	fs.Duration("supervise-interval", 0, "how often supervision polls each host (env DROVER_SUPERVISE_INTERVAL, default 10s)")
 	fs.Int("limit-polls", 0, "consecutive polls over a cpu/mem limit before acting (env DROVER_LIMIT_POLLS, default 3)")
+	fs.String("supervise-timezone", "", "zone crontab rules are read in: host, UTC, +08:00 or an IANA name (env DROVER_SUPERVISE_TIMEZONE, default host)")
+	fs.String("watch-task-queue", "", "task queue of supervision's watches (env DROVER_WATCH_TASK_QUEUE, default <task-queue>-watch)")
+	fs.Int("max-concurrent-watches", 0, "hosts one worker watches at once, apart from its activities (env DROVER_MAX_CONCURRENT_WATCHES, default 10000)")
 	fs.Bool("ssh-tofu", false, "trust an unknown host's key on first use, recording it in known_hosts (env DROVER_SSH_TOFU; default off)")
 	fs.Int("max-concurrent-activities", 0, "activities one worker runs at once (env DROVER_MAX_CONCURRENT_ACTIVITIES, default 1000)")
 	fs.Int("max-pooled-connections", 0, "SSH connections one worker keeps open; past it the least recently used idle ones close (env DROVER_MAX_POOLED_CONNECTIONS, default 4096)")
@@ -227,6 +278,15 @@ func (c Config) validate() error {
 	}
 	if c.LimitPolls < 1 {
 		return fmt.Errorf("limit_polls %d: must be at least 1", c.LimitPolls)
+	}
+	if err := validZone(c.SuperviseTimeZone); err != nil {
+		return fmt.Errorf("supervise_timezone %q: %v (give host, UTC, an offset like +08:00, or an IANA name like Asia/Shanghai)", c.SuperviseTimeZone, err)
+	}
+	if c.MaxConcurrentWatches < 1 {
+		return fmt.Errorf("max_concurrent_watches %d: must be at least 1", c.MaxConcurrentWatches)
+	}
+	if c.WatchQueue() == c.TaskQueue {
+		return fmt.Errorf("watch_task_queue %q: must differ from task_queue, or ops wait behind watches", c.WatchTaskQueue)
 	}
 	if (c.TLSCert == "") != (c.TLSKey == "") {
 		return fmt.Errorf("tls_cert and tls_key: give both or neither")

@@ -45,7 +45,8 @@ func TestLoadLayers(t *testing.T) {
 
 func TestLoadRejects(t *testing.T) {
 	for _, bad := range []string{"log_format: xml", "supervise_interval: 10ms", "limit_polls: 0", "tls_cert: /a", "max_sessions_per_host: 0", "max_pooled_connections: -1", "idle_connection_timeout: -1s", "max_concurrent_dials: 0",
-		"workflow_task_pollers: 1", "activity_task_pollers: 0"} {
+		"workflow_task_pollers: 1", "activity_task_pollers: 0",
+		"supervise_timezone: Mars/Olympus", "supervise_timezone: +8", "max_concurrent_watches: 0", "watch_task_queue: drover"} {
 		file := filepath.Join(t.TempDir(), "drover.yaml")
 		if err := os.WriteFile(file, []byte(bad+"\n"), 0o644); err != nil {
 			t.Fatal(err)
@@ -172,5 +173,20 @@ func TestSSHTOFUOffByDefault(t *testing.T) {
 	t.Setenv("DROVER_SSH_TOFU", "true")
 	if c, err := Load(nil); err != nil || !c.SSHTOFU {
 		t.Fatalf("DROVER_SSH_TOFU=true: tofu=%v %v", c.SSHTOFU, err)
+	}
+}
+
+// TestSupervisionSettings: watches get a queue of their own by default,
+// and supervise_timezone means each host's own zone unless set.
+func TestSupervisionSettings(t *testing.T) {
+	t.Chdir(t.TempDir()) // no ./drover.yaml
+	c, err := Load(nil)
+	if err != nil || c.WatchQueue() != "drover-watch" || c.CrontabZone() != "" || c.MaxConcurrentWatches != 10000 {
+		t.Fatalf("defaults: queue %q zone %q watches %d (%v)", c.WatchQueue(), c.CrontabZone(), c.MaxConcurrentWatches, err)
+	}
+	t.Setenv("DROVER_SUPERVISE_TIMEZONE", "Asia/Shanghai")
+	t.Setenv("DROVER_WATCH_TASK_QUEUE", "watches")
+	if c, err := Load(nil); err != nil || c.CrontabZone() != "Asia/Shanghai" || c.WatchQueue() != "watches" {
+		t.Fatalf("set: zone %q queue %q (%v)", c.CrontabZone(), c.WatchQueue(), err)
 	}
 }

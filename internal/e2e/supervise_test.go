@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/drover-sh/drover/internal/testbed"
+	"github.com/drover-sh/drover/policies"
 	"github.com/drover-sh/drover/proc"
 	"github.com/drover-sh/drover/workflows"
 )
@@ -445,7 +446,10 @@ func TestSupervisionSurvivesWorkerAndServerRestarts(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.startWorker()
-	waitFor(t, 30*time.Second, "restart after a worker restart", liveNewPid(t, h, pid))
+	// A stopping worker hands its watch back at once; a watch it was
+	// handed as it stopped is dropped unanswered, and taken up again
+	// after its heartbeat timeout.
+	waitFor(t, policies.WatchHeartbeatTimeout+30*time.Second, "restart after a worker restart", liveNewPid(t, h, pid))
 	pid = hostPid(t, h, "/data/app/svc.pid")
 
 	// The server restarts on the same db file; supervision goes on.

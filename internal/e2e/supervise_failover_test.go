@@ -1,0 +1,68 @@
+package e2e
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// TestSupervisionSurvivesAWorkerKilled: two worker processes supervise
+// three hosts together; one is SIGKILLed, then the managed process on
+// every host is killed. Each is running again within supervise_interval +
+// start_check + 60 s (the watches the lost worker held are taken up by
+// the other after their heartbeat timeout), and each was started once.
+func TestSupervisionSurvivesAWorkerKilled(t *testing.T) {
+	e := newEnv(t, 3)
+	workers := []*exec.Cmd{e.superviseWorker(t), e.superviseWorker(t)}
+	var clocks []pollClock
+	pids := map[int]int{}
+	for i, h := range e.bed.Hosts {
+		installApp(t, h, "app")
+		_, pids[i] = e.supervised(t, h, nil)
+		clocks = append(clocks, e.pollClock(t, h.IP, h, "clock"))
+	}
+	awaitPolls(t, clocks) // every host's watch is running, on one worker or the other
+
+	if err := syscall.Kill(-workers[0].Process.Pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	_, _ = workers[0].Process.Wait()
+	for i, h := range e.bed.Hosts {
+		if _, err := h.Exec(fmt.Sprintf("kill -9 %d", pids[i])); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// interval (1 s) + start_check (1 s) + 60 s.
+	bound := 62 * time.Second
+	began := time.Now()
+	for i, h := range e.bed.Hosts {
+		waitFor(t, bound-time.Since(began), fmt.Sprintf("host %d running again after its worker was lost", i), liveNewPid(t, h, pids[i]))
+	}
+	t.Logf("every process running again %s after the worker's loss", time.Since(began).Round(time.Second))
+	// Two more polls of every host: nothing starts it a second time.
+	awaitPolls(t, clocks)
+	for i, h := range e.bed.Hosts {
+		if out, _ := h.Exec("grep -c start /data/app/starts.log"); strings.TrimSpace(out) != "2" {
+			t.Fatalf("host %d: started %s times, want 2 (the start and one restart)", i, strings.TrimSpace(out))
+		}
+	}
+}
+
+// superviseWorker runs a worker process polling every second.
+func (e *env) superviseWorker(t *testing.T) *exec.Cmd {
+	t.Helper()
+	cmd := exec.Command(buildBinary(t, "worker"), "--temporal-address", e.cfg.TemporalAddress,
+		"--task-queue", e.cfg.TaskQueue, "--inventory", e.cfg.Inventory, "--log-level", "warn",
+		"--supervise-interval", e.cfg.SuperviseInterval.String())
+	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _, _ = cmd.Process.Wait() })
+	return cmd
+}
