@@ -294,6 +294,12 @@ func TestConfigDriftRepair(t *testing.T) {
 		"--file", pushLocal(t, content)+":"+appConf, "--wait", "--files-dir", e.cfg.FilesDir); code != 0 {
 		t.Fatalf("push: exit %d\n%s%s", code, out, errOut)
 	}
+	// No drift so far (the root-owned file the account could not read
+	// before the push is not drift), so the event awaited below is the
+	// hand change's.
+	if n := countKind(e.events(t, h), workflows.EventConfigDrift); n != 0 {
+		t.Fatalf("drift reported before the file changed: %+v", e.events(t, h))
+	}
 	// Changed by hand: supervision reports the drift.
 	if _, err := h.Exec("echo 'port = 9' > " + appConf); err != nil {
 		t.Fatal(err)
