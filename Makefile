@@ -56,6 +56,7 @@ demo: deps build
 test: deps bin/temporal
 	$(GO) vet ./...
 	$(GO) test -race -timeout $(TEST_TIMEOUT) $(GOFLAGS_TEST) ./...
+	$(GO) test -tags upgradeprobe -run TestReplay ./workflows/
 	GO=$(GO) .ci/fuzz $(FUZZTIME)
 
 ## fuzz: every fuzz target for $(FUZZTIME) each
@@ -79,7 +80,7 @@ vet:
 	$(GO) vet ./...
 
 staticcheck:
-	@command -v staticcheck >/dev/null 2>&1 || $(GO) install honnef.co/go/tools/cmd/staticcheck@latest
+	@command -v staticcheck >/dev/null 2>&1 || $(GO) install honnef.co/go/tools/cmd/staticcheck@v0.8.2
 	staticcheck ./...
 
 clean:
@@ -94,7 +95,9 @@ bench-deps: deps
 	$(call apt_missing,parallel-ssh:pssh pdsh:pdsh ansible:ansible ssh:openssh-client)
 
 ## bench: drover against pssh, pdsh, Ansible and a bare Go fan-out on real
-## sshd hosts, plus supervision cost (BENCH_HOSTS, BENCH_RUNS, BENCH_SCALE,
-## ...: see bench/cmd/bench). Writes bench/results/latest.md and scaling.png.
+## sshd hosts: status, control ops (start, restart, stop) and supervision cost
+## (BENCH_HOSTS, BENCH_RUNS, BENCH_PARTS, ...: see bench/cmd/bench; flags in
+## BENCH_ARGS, e.g. BENCH_ARGS="--hosts 50 --parts control"). Writes
+## bench/results/latest.md and scaling.png.
 bench: bench-deps bin/starter bin/temporal
-	$(GO) run ./bench/cmd/bench
+	$(GO) run ./bench/cmd/bench $(BENCH_ARGS)

@@ -12,6 +12,7 @@ import (
 
 	"go.temporal.io/sdk/activity"
 
+	"github.com/drover-sh/drover/internal/filestore"
 	"github.com/drover-sh/drover/inventory"
 	"github.com/drover-sh/drover/policies"
 	"github.com/drover-sh/drover/proc"
@@ -48,6 +49,10 @@ type HostOpOutput struct {
 type Activities struct {
 	Inventory *inventory.Inventory
 	Runner    transport.Runner
+	// Files opens SFTP sessions for the file ops; Store holds the
+	// contents they push and the log tails they read.
+	Files transport.FileOpener
+	Store filestore.Store
 	// Sleep waits between a control command and its post-check; tests may
 	// shorten it. Nil means a real, cancellable wait.
 	Sleep func(ctx context.Context, d time.Duration) error
@@ -128,11 +133,16 @@ func (r *opRun) probe(window time.Duration, extras bool) (probeResult, *proc.Hos
 		f := transportFailure(err)
 		return probeResult{}, &f
 	}
-	if res.ExitCode != 0 {
-		f := proc.Fail(proc.CodeCommandFailed, "probe exited %d: %s", res.ExitCode, trim(string(res.Stderr)))
+	return r.readProbe(res.ExitCode, string(res.Stdout), string(res.Stderr), extras)
+}
+
+// readProbe reads a probe's output; exit is its exit status.
+func (r *opRun) readProbe(exit int, stdout, stderr string, extras bool) (probeResult, *proc.HostResult) {
+	if exit != 0 {
+		f := proc.Fail(proc.CodeCommandFailed, "probe exited %d: %s", exit, trim(stderr))
 		return probeResult{}, &f
 	}
-	info, samples, err := r.plat.parseProbe(string(res.Stdout), 1)
+	info, samples, err := r.plat.parseProbe(stdout, 1)
 	if err != nil {
 		f := proc.HostResult{Code: proc.CodeInternal, Message: trim(err.Error())}
 		return probeResult{}, &f
@@ -144,7 +154,7 @@ func (r *opRun) probe(window time.Duration, extras bool) (probeResult, *proc.Hos
 	}
 	p := probeResult{host: info, sample: samples[0], alive: r.plat.alive(samples[0], r.spec.ProcName)}
 	if extras {
-		p.extras = parseExtras(string(res.Stdout))
+		p.extras = parseExtras(stdout)
 	}
 	return p, nil
 }
@@ -187,8 +197,10 @@ func (r *opRun) status() HostOpOutput {
 func (r *opRun) runControl(verb, cmd string) *proc.HostResult {
 	// The script's own watchdog ends the command at op_timeout; this
 	// bound only covers a host that stops answering.
-	res, err := r.a.Runner.Run(r.ctx, r.host, r.command(r.plat.controlScript(r.spec, cmd), r.spec.OpTimeout+15*time.Second))
+	script, pidFile := r.notedControl(cmd)
+	res, err := r.a.Runner.Run(r.ctx, r.host, r.command(script, r.spec.OpTimeout+15*time.Second))
 	if err != nil {
+		r.endIfCancelled(pidFile)
 		f := transportFailure(err)
 		return &f
 	}
@@ -217,47 +229,6 @@ func (r *opRun) start() HostOpOutput {
 	return r.startAndCheck("start", commandFor(r.plat, "start", r.spec))
 }
 
-// startAndCheck runs a start-like command, then checks the process stays
-// alive through the start-check window.
-func (r *opRun) startAndCheck(verb, cmd string) HostOpOutput {
-	if f := r.runControl(verb, cmd); f != nil {
-		return failed(*f)
-	}
-	p, f := r.postStartCheck()
-	if f != nil {
-		return failed(*f)
-	}
-	if !p.alive {
-		if r.spec.AutoType != proc.AutoResident {
-			// A one-shot or periodic run may be done already: success.
-			return HostOpOutput{Result: ok(), Started: true}
-		}
-		return observe(HostOpOutput{Result: proc.Fail(proc.CodePostCheck,
-			"%s process (%s) failed, for post-check status not alive, %s after the %s command",
-			verb, r.spec.ProcName, policies.StartCheckSpan(r.spec), verb)}, p)
-	}
-	return observe(HostOpOutput{Result: ok(), Started: true}, p)
-}
-
-// postStartCheck waits StartCheck, then checks liveness each second until
-// StartCheckEnd; the first dead check ends it.
-func (r *opRun) postStartCheck() (probeResult, *proc.HostResult) {
-	if err := r.sleep(r.spec.StartCheck); err != nil {
-		f := proc.Fail(proc.CodeTimeout, "post-check interrupted: %v", err)
-		return probeResult{}, &f
-	}
-	for waited := r.spec.StartCheck; ; waited += time.Second {
-		p, f := r.probe(0, false)
-		if f != nil || !p.alive || waited >= r.spec.StartCheckEnd {
-			return p, f
-		}
-		if err := r.sleep(time.Second); err != nil {
-			f := proc.Fail(proc.CodeTimeout, "post-check interrupted: %v", err)
-			return probeResult{}, &f
-		}
-	}
-}
-
 func (r *opRun) stop() HostOpOutput {
 	p, f := r.probe(0, false)
 	if f != nil {
@@ -284,58 +255,7 @@ func (r *opRun) stopAndCheck(p probeResult) HostOpOutput {
 	if f := r.signal(p, "TERM", r.spec.StopCheck); f != nil {
 		return failed(*f)
 	}
-	return r.waitGone("stop", p, 0)
-}
-
-// endByCommand runs stop_cmd or kill_cmd and judges the op by its outcome:
-// the caller asked for the process to be gone. Real stop scripts exit
-// non-zero once the process has already gone (a second kill finds nothing),
-// so a command that exited non-zero still answers 0 when the process is
-// gone after the check, and error_msg says how the command exited. A
-// command that ran past op_timeout, or a host that could not be reached,
-// stays a failure: nothing is known of the outcome then.
-func (r *opRun) endByCommand(verb, cmd string, before probeResult) HostOpOutput {
-	f := r.runControl(verb, cmd)
-	if f != nil && f.Code != proc.CodeCommandFailed {
-		return failed(*f)
-	}
-	out := r.waitGone(verb, before, r.spec.StopCheck)
-	if f == nil {
-		return out
-	}
-	switch out.Result.Code {
-	case proc.CodeSuccess:
-		out.Result.Message = fmt.Sprintf("process(%s) is gone, but the %s", r.spec.ProcName, f.Message)
-	case proc.CodePostCheck:
-		out.Result.Message += "; the " + f.Message
-	}
-	return out
-}
-
-// waitGone checks, for up to wait, that the probed incarnation is gone.
-func (r *opRun) waitGone(verb string, before probeResult, wait time.Duration) HostOpOutput {
-	deadline := wait
-	for waited := time.Duration(0); ; waited += time.Second {
-		p, f := r.probe(0, false)
-		if f != nil {
-			return failed(*f)
-		}
-		gone := !p.alive || !proc.SameIncarnation(p.sample, before.sample.StartTicks)
-		if gone && !p.alive {
-			return HostOpOutput{Result: ok()}
-		}
-		if waited >= deadline {
-			if gone {
-				// Something else started a new incarnation meanwhile.
-				return observe(HostOpOutput{Result: ok()}, p)
-			}
-			return observe(HostOpOutput{Result: proc.Fail(proc.CodePostCheck,
-				"%s process (%s) failed, for post-check status still alive, pid %d", verb, r.spec.ProcName, p.sample.Pid)}, p)
-		}
-		if err := r.sleep(time.Second); err != nil {
-			return failed(proc.Fail(proc.CodeTimeout, "post-check interrupted: %v", err))
-		}
-	}
+	return r.waitGone("stop", p, 0, nil)
 }
 
 func (r *opRun) signal(p probeResult, sig string, wait time.Duration) *proc.HostResult {
@@ -380,15 +300,20 @@ func (r *opRun) reload() HostOpOutput {
 	if !before.alive {
 		return failed(proc.HostResult{Code: proc.CodeNotRunning, Message: proc.NotRunningMessage(r.spec.ProcName)})
 	}
-	if f := r.runControl("reload", cmd); f != nil {
-		return failed(*f)
-	}
-	if err := r.sleep(r.spec.StartCheck); err != nil {
-		return failed(proc.Fail(proc.CodeTimeout, "post-check interrupted: %v", err))
-	}
-	after, f := r.probe(0, false)
+	f, first := r.controlThenCheck("reload", cmd, r.spec.StartCheck, false)
 	if f != nil {
 		return failed(*f)
+	}
+	if first == nil {
+		if err := r.sleep(r.spec.StartCheck); err != nil {
+			return failed(proc.Fail(proc.CodeTimeout, "post-check interrupted: %v", err))
+		}
+		p, f := r.probe(0, false)
+		first = &checked{p: p, f: f}
+	}
+	after := first.p
+	if first.f != nil {
+		return failed(*first.f)
 	}
 	if !after.alive || after.sample.Pid != before.sample.Pid || !proc.SameIncarnation(after.sample, before.sample.StartTicks) {
 		return observe(HostOpOutput{Result: proc.Fail(proc.CodePostCheck,
@@ -415,7 +340,7 @@ func (r *opRun) kill() HostOpOutput {
 	if f := r.signal(p, "KILL", 0); f != nil {
 		return failed(*f)
 	}
-	return r.waitGone("kill", p, r.spec.StopCheck)
+	return r.waitGone("kill", p, r.spec.StopCheck, nil)
 }
 
 func (r *opRun) sleep(d time.Duration) error {

@@ -23,6 +23,18 @@ const trailer = "__drover_rc__"
 // cannot be run at all, the trailer says why (setup=...) and the script
 // prints nothing else: the message is built from the spec, in Go.
 func controlScript(setupPath, cmd string, timeout time.Duration) string {
+	return controlScriptNoting(setupPath, cmd, timeout, "")
+}
+
+// controlScriptNoting is controlScript that also writes the command's
+// process group id to pidFile while it runs (see endScript), when given.
+func controlScriptNoting(setupPath, cmd string, timeout time.Duration, pidFile string) string {
+	note, unnote := "", ""
+	if pidFile != "" {
+		f := transport.ShellQuote(pidFile)
+		note = fmt.Sprintf("rm -f %s; echo $p > %s\n", f, f)
+		unnote = fmt.Sprintf("rm -f %s\n", f)
+	}
 	secs := int(timeout.Round(time.Second) / time.Second)
 	if secs < 1 {
 		secs = 1
@@ -34,14 +46,14 @@ cd %s 2>/dev/null || { printf '%s rc=97 timeout=0 setup=%s\n'; exit 0; }
 out=$(mktemp "${TMPDIR:-/tmp}/drover.XXXXXX" 2>/dev/null) || { printf '%s rc=98 timeout=0 setup=%s\n'; exit 0; }
 setsid sh -c %s </dev/null >"$out" 2>&1 &
 p=$!
-( i=0; while [ $i -lt %d ] && kill -0 $p 2>/dev/null; do sleep 1; i=$((i+1)); done
+%s( i=0; while [ $i -lt %d ] && kill -0 $p 2>/dev/null; do sleep 1; i=$((i+1)); done
   if kill -0 $p 2>/dev/null; then : >"$out.timeout"; kill -KILL -$p 2>/dev/null || kill -KILL $p 2>/dev/null; fi ) </dev/null >/dev/null 2>&1 &
 wait $p; rc=$?
-t=0; [ -e "$out.timeout" ] && t=1
+%st=0; [ -e "$out.timeout" ] && t=1
 head -c 4096 "$out"; rm -f "$out" "$out.timeout"
 printf '\n%s rc=%%d timeout=%%d\n' "$rc" "$t"
 `, dir, trailer, setupMissing, dir, trailer, setupNotDir, dir, trailer, setupDenied, trailer, setupNoTemp,
-		transport.ShellQuote(cmd), secs, trailer)
+		transport.ShellQuote(cmd), note, secs, unnote, trailer)
 }
 
 // Why a control script could not run its command (the trailer's setup=).

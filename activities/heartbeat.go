@@ -37,3 +37,30 @@ func keepAlive(ctx context.Context) (stop func()) {
 // KeepAlive is keepAlive for activities of other packages that wait on
 // something other than a host command.
 func KeepAlive(ctx context.Context) (stop func()) { return keepAlive(ctx) }
+
+// stopOnWorkerStop derives a context that ends when the worker running the
+// activity begins to stop; stopping reports whether that happened. Outside
+// an activity (tests calling it directly) nothing stops it. release ends
+// the derived context.
+func stopOnWorkerStop(ctx context.Context) (_ context.Context, stopping func() bool, release func()) {
+	if !activity.IsActivity(ctx) {
+		return ctx, func() bool { return false }, func() {}
+	}
+	stop := activity.GetWorkerStopChannel(ctx)
+	ctx, cancel := context.WithCancel(ctx)
+	go func() {
+		select {
+		case <-stop:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	return ctx, func() bool {
+		select {
+		case <-stop:
+			return true
+		default:
+			return false
+		}
+	}, cancel
+}

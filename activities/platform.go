@@ -34,6 +34,10 @@ type platform interface {
 	parseProbe(out string, n int) (proc.HostInfo, []proc.Sample, error)
 	alive(s proc.Sample, procName string) bool
 	controlScript(spec proc.Spec, cmd string) string
+	// checkedControlScript is controlScript followed, in the same exec, by
+	// a probe after wait (see checkedControlScript), or "" when the
+	// platform runs them apart.
+	checkedControlScript(spec proc.Spec, cmd string, wait time.Duration, anyExit bool) string
 	// signalScript stops the probed incarnation: sig is TERM or KILL; with
 	// wait > 0 a TERM is followed by KILL after wait.
 	signalScript(pid int, startTicks uint64, sig string, wait time.Duration) string
@@ -100,11 +104,11 @@ func (l linuxPlatform) watchScript(entries []WatchEntry, health time.Duration) s
 			}
 			// Bounded and side by side like the health checks: a config
 			// path that never answers (a FIFO, a hung mount) says nothing
-			// this poll instead of failing it. md5sum prints "HASH  PATH",
-			// with a leading backslash when PATH needs escaping.
-			fmt.Fprintf(&b, "(r=$(%stimeout -k 1 %s md5sum -- %s 2>/dev/null); c=$?; r=${r#\\\\}; "+
-				"[ $c -eq 124 ] || [ $c -eq 137 ] || printf 'M\\t%d\\t%d\\t%%s\\n' \"${r%%%% *}\") &\n",
-				pre, secs, transport.ShellQuote(c.Path), i, j)
+			// this poll instead of failing it, and so does one the account
+			// cannot read (no line printed); a file that is gone prints
+			// an empty md5, which is drift.
+			fmt.Fprintf(&b, "(r=$(%stimeout -k 1 %s sh -c %s sh %s 2>/dev/null); [ -z \"$r\" ] || printf 'M\\t%d\\t%d\\t%%s\\n' \"${r#gone}\") &\n",
+				pre, secs, transport.ShellQuote(configMD5), transport.ShellQuote(c.Path), i, j)
 		}
 	}
 	b.WriteString("wait\n")
@@ -115,6 +119,20 @@ func (l linuxPlatform) watchScript(entries []WatchEntry, health time.Duration) s
 // seconds (then TERM, and KILL 2 s later) and prints its exit status:
 // 124 or 137 when it ran out of time.
 const healthCheck = `cd "$1" 2>/dev/null; timeout -k 2 "$3" sh -c "$2" </dev/null >/dev/null 2>&1; echo $?`
+
+// configMD5 prints the md5 of file $1 as the account reads it, "gone" when
+// there is no such file, and nothing when the file is there but cannot be
+// read (permission denied, a directory, a read error): drift is a file
+// whose content differs or that is gone, as repair judges it (repair, as
+// the account too, restores a gone file and refuses an unreadable one), so
+// a file the account cannot read is never reported as drifted. A path the
+// account cannot stat is gone only when the nearest ancestor it can stat
+// is a directory it may search: then the lookup itself found nothing.
+// md5sum prints "HASH  PATH", with a leading backslash when PATH needs
+// escaping.
+const configMD5 = `if [ -e "$1" ]; then r=$(md5sum -- "$1") && r=${r#\\} && echo "${r%% *}"; exit; fi
+d=$1; while d=$(dirname -- "$d"); [ ! -e "$d" ]; do :; done
+[ -d "$d" ] && [ -x "$d" ] && echo gone`
 
 // sudo is the prefix that runs a command as account, or "" when the login
 // user is that account.
@@ -133,6 +151,10 @@ func (linuxPlatform) alive(s proc.Sample, name string) bool { return proc.Alive(
 
 func (linuxPlatform) controlScript(spec proc.Spec, cmd string) string {
 	return controlScript(spec.SetupPath, cmd, spec.OpTimeout)
+}
+
+func (p linuxPlatform) checkedControlScript(spec proc.Spec, cmd string, wait time.Duration, anyExit bool) string {
+	return checkedControlScript(p.controlScript(spec, cmd), p.statusScript(spec, 0, false), wait, anyExit)
 }
 
 func (linuxPlatform) signalScript(pid int, startTicks uint64, sig string, wait time.Duration) string {

@@ -90,6 +90,12 @@ func (a *Activities) Watch(ctx context.Context, in WatchInput) (WatchOutput, err
 	// Heartbeats go on while a poll waits on a slow host, so a lost worker
 	// is noticed within the heartbeat timeout, not after a poll's timeout.
 	defer keepAlive(ctx)()
+	// A stopping worker (a deploy) waits for its running activities; a
+	// watch must not hold it up. It ends as a quiet renewal does, so the
+	// host workflow asks the next worker for a new one, and the poll under
+	// way (a read-only probe) is abandoned.
+	ctx, stopping, release := stopOnWorkerStop(ctx)
+	defer release()
 	w := newWatcher(in, platformFor(host))
 	if in.TimeZone != "" && w.crontab {
 		// The worker checked the name when it started; a worker without
@@ -104,14 +110,6 @@ func (a *Activities) Watch(ctx context.Context, in WatchInput) (WatchOutput, err
 	ended := time.Now().Add(renew)
 	tick := time.NewTicker(interval)
 	defer tick.Stop()
-	// A worker that stops (a deploy, not a crash) hands its watches back
-	// at once, as retryable failures: another worker, or this one
-	// started again, takes them up within a second instead of after the
-	// heartbeat timeout.
-	var stopping <-chan struct{}
-	if activity.IsActivity(ctx) {
-		stopping = activity.GetWorkerStopChannel(ctx)
-	}
 	for polls := 1; ; polls++ {
 		res, err := a.Runner.Run(ctx, host, transport.Command{Script: script, Shell: w.plat.shell(), Timeout: policies.WatchPollTimeout})
 		if err == nil && res.ExitCode == 0 {
@@ -128,11 +126,15 @@ func (a *Activities) Watch(ctx context.Context, in WatchInput) (WatchOutput, err
 		if time.Now().After(ended) {
 			return WatchOutput{Polls: polls}, nil
 		}
+		if stopping() {
+			return WatchOutput{Polls: polls}, nil
+		}
 		select {
 		case <-ctx.Done():
+			if stopping() {
+				return WatchOutput{Polls: polls}, nil
+			}
 			return WatchOutput{Polls: polls}, ctx.Err()
-		case <-stopping:
-			return WatchOutput{Polls: polls}, temporal.NewApplicationError("the worker is stopping: another takes the watch up", "WorkerStopping")
 		case <-tick.C:
 		}
 	}

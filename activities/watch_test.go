@@ -62,7 +62,9 @@ func poll(t *testing.T, entries []WatchEntry, health, bound time.Duration) []Wat
 
 // TestWatchChecksHealthAndConfigAsTheAccount: health_cmd and the configmap
 // md5 see what the spec's account sees, as its start and stop do, not
-// what the (root) login user sees.
+// what the (root) login user sees. A file the account cannot read says
+// nothing, as repair (reading as the account) cannot judge it either; a
+// file that is gone is drift.
 func TestWatchChecksHealthAndConfigAsTheAccount(t *testing.T) {
 	const account = "nobody"
 	needSudoTo(t, account)
@@ -73,20 +75,36 @@ func TestWatchChecksHealthAndConfigAsTheAccount(t *testing.T) {
 	e := watchEntry(t, dir, "proc-test")
 	e.Spec.Account = account
 	e.Spec.HealthCmd = `test "$(id -un)" = ` + account
-	// Readable by root only: the account cannot read its config.
-	conf := filepath.Join(dir, "app.conf")
-	must(t, os.WriteFile(conf, []byte("port=80\n"), 0o600))
 	sum := md5.Sum([]byte("port=80\n"))
-	e.Spec.ConfigMap = []proc.ConfigFile{{Path: conf, MD5: hex.EncodeToString(sum[:])}}
+	registered := hex.EncodeToString(sum[:])
+	// Each differs from the registered md5, as root reads it: root would
+	// report all three.
+	conf := filepath.Join(dir, "app.conf") // readable by root only
+	must(t, os.WriteFile(conf, []byte("port=81\n"), 0o600))
+	private := filepath.Join(dir, "private")
+	must(t, os.Mkdir(private, 0o700))
+	hidden := filepath.Join(private, "app.conf") // in a directory only root may search
+	must(t, os.WriteFile(hidden, []byte("port=81\n"), 0o644))
+	gone := filepath.Join(dir, "gone.conf")
+	e.Spec.ConfigMap = []proc.ConfigFile{{Path: conf, MD5: registered}, {Path: hidden, MD5: registered}, {Path: gone, MD5: registered}}
 
 	evs := poll(t, []WatchEntry{e}, policies.HealthCheckTimeout, policies.WatchPollTimeout)
-	if len(evs) != 1 || evs[0].Kind != WatchDrift || len(evs[0].Drifted) != 1 || evs[0].Drifted[0] != conf {
-		t.Fatalf("want only the drift of %s, which %s cannot read; got %+v", conf, account, evs)
+	if len(evs) != 1 || evs[0].Kind != WatchDrift || len(evs[0].Drifted) != 1 || evs[0].Drifted[0] != gone {
+		t.Fatalf("want only the drift of %s, which is gone, and nothing of the files %s cannot read; got %+v", gone, account, evs)
 	}
 
-	// Readable by the account, it matches; and the health check still
-	// passes only as the account.
+	// Readable by the account, its content is read and differs.
 	must(t, os.Chmod(conf, 0o644))
+	e.Drifted = evs[0].Drifted
+	evs = poll(t, []WatchEntry{e}, policies.HealthCheckTimeout, policies.WatchPollTimeout)
+	if len(evs) != 1 || evs[0].Kind != WatchDrift || strings.Join(evs[0].Drifted, " ") != conf+" "+gone {
+		t.Fatalf("want the drift of %s and %s; got %+v", conf, gone, evs)
+	}
+
+	// With the registered content back, it matches; and the health check
+	// still passes only as the account.
+	must(t, os.WriteFile(conf, []byte("port=80\n"), 0o644))
+	must(t, os.WriteFile(gone, []byte("port=80\n"), 0o644))
 	e.Drifted = evs[0].Drifted
 	evs = poll(t, []WatchEntry{e}, policies.HealthCheckTimeout, policies.WatchPollTimeout)
 	if len(evs) != 1 || evs[0].Kind != WatchDrift || len(evs[0].Drifted) != 0 {

@@ -194,6 +194,10 @@ func (windowsPlatform) controlScript(spec proc.Spec, cmd string) string {
 	}{spec.SetupPath, string(spec.ShellExt), cmd, max(secs, 1)}, winControlBody)
 }
 
+// checkedControlScript: a Windows control command and its check stay two
+// commands; each PowerShell script is already bounded by the command line.
+func (windowsPlatform) checkedControlScript(proc.Spec, string, time.Duration, bool) string { return "" }
+
 func (windowsPlatform) signalScript(pid int, startTicks uint64, sig string, wait time.Duration) string {
 	return psScript("signal", struct {
 		Pid    int    `json:"pid"`

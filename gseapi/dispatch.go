@@ -48,9 +48,13 @@ type Task struct {
 	// forwarded, and json:"-" keeps it out of any JSON-encoded workflow
 	// input or history should a Task be passed whole.
 	Caller Caller `json:"-"`
+	// Files is a file op's files, by reference, and options.
+	Files *proc.FileOp
 	// uses are the namespaces the request names and where, checked
 	// against the caller's grant before anything starts.
 	uses []namespaceUse
+	// contents are a push's inline contents until StoreFiles stores them.
+	contents [][]byte
 }
 
 // DecodeTask decodes and validates the body of one of the eight
@@ -119,6 +123,10 @@ func DecodeTask(api string, body []byte) (*Task, error) {
 		t.Caller = r.Caller
 		t.Op, t.Items = r.Items()
 		t.uses = metaNamespace(r.Meta.Namespace)
+	case APIPushConfig, APIRepairConfig, APITailLog:
+		if err := decodeFilesTask(t, body); err != nil {
+			return nil, err
+		}
 	case APIGetProcOperateResult, APIGetProcStatus, APISyncProcStatus, APIGetProcOperateResultV2, APIGetProcStatusV2:
 		return nil, fieldErr("api", "%q is a query and starts no task", api)
 	default:

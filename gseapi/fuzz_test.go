@@ -2,6 +2,7 @@ package gseapi
 
 import (
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 
@@ -30,11 +31,15 @@ func fuzzSeeds(f *testing.F) [][]byte {
 }
 
 func FuzzDecodeTask(f *testing.F) {
+	fileAPIs := append(slices.Clone(FileAPIs), APITailLog)
 	for _, body := range fuzzSeeds(f) {
-		for _, api := range APIs {
+		for _, api := range slices.Concat(APIs, fileAPIs) {
 			f.Add(api, body)
 		}
 	}
+	f.Add(APIPushConfig, []byte(`{"meta":{"namespace":"web","name":"svc"},"hosts":[{"ip":"10.0.0.1","bk_cloud_id":0}],`+
+		`"files":[{"path":"/data//app/./app.conf","mode":"0640","content":"eA=="}],"then":"reload"}`))
+	f.Add(APITailLog, []byte(`{"meta":{"namespace":"web","name":"svc"},"agent_id_list":["0:10.0.0.1"],"tail":5,"grep":"^E"}`))
 	f.Fuzz(checkTask)
 }
 
@@ -79,6 +84,18 @@ func checkTask(t *testing.T, api string, body []byte) {
 		}
 	case task.Op.IsSpecOp():
 		t.Fatalf("registry op %v for %s", task.Op, api)
+	}
+	// File ops come from the file APIs only, with their files, each path
+	// absolute and already clean.
+	if task.Op.IsFileOp() != (task.Files != nil) || task.Op.IsFileOp() != (api == APIPushConfig || api == APIRepairConfig || api == APITailLog) {
+		t.Fatalf("op %v with files %+v for %s", task.Op, task.Files, api)
+	}
+	if task.Files != nil {
+		for _, f := range task.Files.Files {
+			if p, err := proc.CheckRemotePath(f.Path); err != nil || p != f.Path || f.Mode > 0o7777 {
+				t.Fatalf("pushed file %+v accepted (%v)", f, err)
+			}
+		}
 	}
 	seen := map[string]bool{}
 	for _, it := range task.Items {

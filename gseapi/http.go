@@ -41,6 +41,11 @@ func (g *Gateway) Handler() http.Handler {
 	mux.HandleFunc("POST /api/c/compapi/v2/gse/{api}", g.serveAPI)
 	mux.HandleFunc("POST /api/v2/proc/{api}", g.serveAPI)
 	mux.HandleFunc("POST /api/v2/proc/{api}/", g.serveAPI)
+	// drover's own: rollouts, beside the GSE paths (see rollout.go).
+	mux.HandleFunc("POST /api/v2/drover/rollout", g.serveRollout)
+	mux.HandleFunc("POST /api/v2/drover/rollout/{action}", g.serveRollout)
+	mux.HandleFunc("POST "+CancelTaskPath, g.serveCancel)
+	mux.HandleFunc("POST "+CancelTaskPath+"/", g.serveCancel)
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = io.WriteString(w, `{"result":true,"code":0,"message":"ok","data":null}`)
@@ -49,9 +54,14 @@ func (g *Gateway) Handler() http.Handler {
 }
 
 func (g *Gateway) serveAPI(w http.ResponseWriter, r *http.Request) {
-	began := time.Now()
 	api := r.PathValue("api")
-	status, resp, app, operator := g.answer(r, api)
+	g.serve(w, r, api, func() (int, Response, string, string) { return g.answer(r, api) })
+}
+
+// serve writes an answer and logs the call.
+func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, api string, answer func() (int, Response, string, string)) {
+	began := time.Now()
+	status, resp, app, operator := answer()
 	writeJSON(w, status, resp)
 	if g.Logger != nil {
 		// Never the secret or the token: who, what, and how it went.
@@ -61,9 +71,16 @@ func (g *Gateway) serveAPI(w http.ResponseWriter, r *http.Request) {
 }
 
 func (g *Gateway) answer(r *http.Request, api string) (int, Response, string, string) {
-	if !slices.Contains(APIs, api) {
+	if !slices.Contains(APIs, api) && !slices.Contains(FileAPIs, api) {
 		return http.StatusNotFound, Failure(CodeBadRequest, fieldErr("api", "%q is not a known API", api)), "", ""
 	}
+	return g.answerWith(r, func(ctx context.Context, body []byte, grant *Grant) (Response, Outcome) {
+		return CallAs(ctx, g.Engine, api, body, false, grant)
+	})
+}
+
+// answerWith reads and authenticates a call, then answers it with call.
+func (g *Gateway) answerWith(r *http.Request, call func(context.Context, []byte, *Grant) (Response, Outcome)) (int, Response, string, string) {
 	body, err := io.ReadAll(http.MaxBytesReader(nil, r.Body, MaxBodyBytes))
 	if err != nil {
 		var tooBig *http.MaxBytesError
@@ -84,7 +101,7 @@ func (g *Gateway) answer(r *http.Request, api string) (int, Response, string, st
 		ctx, cancel = context.WithTimeout(ctx, g.Timeout)
 		defer cancel()
 	}
-	resp, outcome := CallAs(ctx, g.Engine, api, body, false, &Grant{Caller: caller, App: app.Code, Namespaces: app.Namespaces})
+	resp, outcome := call(ctx, body, &Grant{Caller: caller, App: app.Code, Namespaces: app.Namespaces})
 	status := http.StatusOK
 	switch outcome {
 	case OutcomeBadRequest:

@@ -81,6 +81,11 @@ type WarnReportPolicyJSON struct {
 type ConfigMapJSON struct {
 	Path string `json:"path"`
 	MD5  string `json:"md5"`
+	// Source is drover's addition: the content the file should have, by
+	// its sha256 in files_dir, which config repair restores.
+	Source *struct {
+		SHA256 string `json:"sha256"`
+	} `json:"source"`
 }
 
 // Reserved holds spec.resource's reserved limits, which proc.Spec has no

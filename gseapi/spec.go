@@ -250,12 +250,19 @@ func configMap(f string, in []ConfigMapJSON) ([]proc.ConfigFile, error) {
 		if err := validateText(indexed(f, i)+".md5", md5); err != nil {
 			return nil, err
 		}
+		var src *proc.FileRef
+		if c.Source != nil {
+			if !validSHA256(c.Source.SHA256) {
+				return nil, fieldErr(indexed(f, i)+".source.sha256", "must be a sha256 in lower-case hex (64 characters), got %q", c.Source.SHA256)
+			}
+			src = &proc.FileRef{SHA256: c.Source.SHA256}
+		}
 		if j, dup := at[c.Path]; dup {
-			out[j].MD5 = md5
+			out[j].MD5, out[j].Source = md5, src
 			continue
 		}
 		at[c.Path] = len(out)
-		out = append(out, proc.ConfigFile{Path: c.Path, MD5: md5})
+		out = append(out, proc.ConfigFile{Path: c.Path, MD5: md5, Source: src})
 	}
 	return out, nil
 }

@@ -128,3 +128,75 @@ func TestStatusProbeTimeout(t *testing.T) {
 		t.Errorf("batch deadline %s leaves no room past a probe's %s", StatusBatchDeadline, StatusProbeMax)
 	}
 }
+
+func TestWorkerStopTimeoutOutlastsEveryOp(t *testing.T) {
+	for _, c := range []struct{ opTimeout, check time.Duration }{
+		{0, 0},
+		{time.Minute, 5 * time.Second},
+		{24 * time.Hour, 24 * time.Hour},
+	} {
+		stop := WorkerStopTimeout(c.opTimeout, c.check)
+		s := WithDefaults(proc.Spec{OpTimeout: c.opTimeout, StartCheck: c.check, StopCheck: c.check})
+		for _, op := range []proc.OpType{proc.OpStart, proc.OpStop, proc.OpStatus, proc.OpRestart, proc.OpReload, proc.OpKill} {
+			if d := HostOpDeadline(op, s); stop < d+WorkerStopMargin {
+				t.Errorf("op_timeout %s, checks %s: %s deadline %s, stop timeout %s leaves no margin", c.opTimeout, c.check, op, d, stop)
+			}
+		}
+		if stop < StatusBatchDeadline+WorkerStopMargin {
+			t.Errorf("stop timeout %s is shorter than a status batch", stop)
+		}
+	}
+	// Bounds of one day each: a restart may run four days (stop, start, both checks).
+	if got, want := WorkerStopTimeout(24*time.Hour, 24*time.Hour), 4*24*time.Hour+15*time.Second+WorkerStopMargin; got != want {
+		t.Errorf("stop timeout for one-day bounds %s, want %s", got, want)
+	}
+}
+
+func TestDeadlinesWaitForTheTasksOwnOpsAheadOnTheHost(t *testing.T) {
+	issued := time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
+	short := proc.Spec{OpTimeout: time.Second, StartCheck: time.Second}
+	a := proc.Target{IP: "10.0.0.1"}
+	b := proc.Target{IP: "10.0.0.2"}
+	items := []proc.Item{
+		{Target: a, Spec: &short},
+		{Target: b, Spec: &short},
+		{Target: a},               // registered spec: the defaults bound it
+		{Target: a, Spec: &short}, // behind both on host a
+	}
+	got := Deadlines(issued, proc.OpStart, items)
+	shortBound := HostOpDeadline(proc.OpStart, WithDefaults(short)) // 1 s + 15 s + 1 s
+	defBound := HostOpDeadline(proc.OpStart, WithDefaults(proc.Spec{}))
+	allowed := issued.Add(DeliveryAllowance)
+	want := []time.Time{
+		allowed.Add(shortBound),
+		allowed.Add(shortBound),
+		allowed.Add(shortBound + defBound),
+		allowed.Add(shortBound + defBound + shortBound),
+	}
+	for i := range want {
+		if !got[i].Equal(want[i]) {
+			t.Errorf("item %d: deadline %s, want %s", i, got[i].Sub(issued), want[i].Sub(issued))
+		}
+	}
+	if shortBound != 17*time.Second {
+		t.Fatalf("a start with op_timeout 1 s and start check 1 s is bounded by %s, want 17s", shortBound)
+	}
+}
+
+func TestDeadlinePassed(t *testing.T) {
+	now := time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
+	cases := []struct {
+		deadline time.Time
+		want     bool
+	}{
+		{time.Time{}, false},          // a request from before deadlines
+		{now.Add(time.Second), false}, // still in time
+		{now, false},                  // at the deadline: still runs
+		{now.Add(-time.Second), true}, // dequeued too late
+	}
+	for _, c := range cases {
+		if got := Passed(c.deadline, now); got != c.want {
+			t.Errorf("deadline %v: passed %v, want %v", c.deadline, got, c.want)
+		}
+	}
+}

@@ -23,6 +23,10 @@ const (
 	CodeTimeout       Code = 9105 // connected, but the op exceeded op_timeout
 	CodeNotRegistered Code = 9106 // process has no registered spec on the host
 	CodeBadSpec       Code = 9107 // the spec cannot be run on this host
+	CodeUnhealthy     Code = 9110 // rollout: the op succeeded, but the process did not stay alive and healthy for min_healthy
+	CodeNotRun        Code = 9111 // rollout: stopped (aborted or out of failure budget) before this host's batch
+	CodeHostLost      Code = 9108 // the host's workflow was terminated or failed: registry and supervision stopped
+	CodeCancelled     Code = 9109 // the task was cancelled; error_msg says whether the op ran
 	CodeInternal      Code = 9199 // drover itself failed; see error_msg
 )
 
@@ -61,6 +65,14 @@ func (c Code) Message() string {
 		return "process not registered on this host"
 	case CodeBadSpec:
 		return "process spec not runnable on this host"
+	case CodeUnhealthy:
+		return "not alive and healthy for min_healthy after the op"
+	case CodeNotRun:
+		return "not run: the rollout stopped before this host"
+	case CodeHostLost:
+		return "host workflow closed: restore or forget it"
+	case CodeCancelled:
+		return "cancelled"
 	}
 	return "internal error"
 }

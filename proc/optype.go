@@ -45,6 +45,9 @@ func (o OpType) String() string {
 	if n, ok := specOpNames[o]; ok {
 		return n
 	}
+	if n, ok := fileOpNames[o]; ok {
+		return n
+	}
 	return fmt.Sprintf("op_type(%d)", int(o))
 }
 

@@ -27,6 +27,11 @@ const (
 type ConfigFile struct {
 	Path string `json:"path"`
 	MD5  string `json:"md5"`
+	// Source is the content the file should have, in the content store:
+	// what repair restores. A push sets it; a request may name one.
+	Source *FileRef `json:"source,omitempty"`
+	// Mode is the file's mode when repair writes it; 0 means 0644.
+	Mode uint32 `json:"mode,omitempty"`
 }
 
 // Spec is everything drover knows about one process on one host. All GSE

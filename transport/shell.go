@@ -59,6 +59,10 @@ func sudoPrefix(loginUser, account string) string {
 	return "sudo -n -u " + ShellQuote(account) + " -- "
 }
 
+// AccountPrefix is the prefix a command gets to run as account, as a plan
+// shows it; "" when the login user already is that account.
+func AccountPrefix(loginUser, account string) string { return sudoPrefix(loginUser, account) }
+
 // remoteCommand is the exec request for cmd: never a login shell, the script
 // passed as one quoted argument. A positive deadline arms the host-side
 // watchdog, in whole seconds.

@@ -58,6 +58,12 @@ const (
 	// VersionChunkedOutcome: a task split into chunks records its outcome
 	// and failed count in its search attributes (it never did).
 	VersionChunkedOutcome = "chunked-outcome"
+	// VersionConfigFiles: a host runs file ops (config push, repair,
+	// logs); it answered them 832 before.
+	VersionConfigFiles = "config-files"
+	// VersionRequestDeadline: a host request dequeued after its deadline
+	// is answered 9105 without running (it ran, however late).
+	VersionRequestDeadline = "request-deadline"
 	// VersionCrashBackoff: a process that keeps dying soon after starts
 	// that passed their check is started again after a growing delay (it
 	// was started again at once, every poll).
@@ -94,6 +100,8 @@ type OperateInput struct {
 	// Indexed: the task was started with drover's search attributes, so
 	// the workflow records its outcome in them too.
 	Indexed bool `json:"indexed,omitempty"`
+	// Files is a file op's files (references, never contents) and options.
+	Files *proc.FileOp `json:"files,omitempty"`
 }
 
 // KeyedResult is one host's result under its result key, with the agent id
@@ -123,6 +131,12 @@ type HostRequest struct {
 	Manage    bool           `json:"manage,omitempty"`
 	// Supervision carries the worker's supervision settings to the host.
 	Supervision *Supervision `json:"supervision,omitempty"`
+	// Files is a file op's files and options; nil for every other op.
+	Files *proc.FileOp `json:"files,omitempty"`
+	// Deadline is the latest time the host may start the op
+	// (policies.Deadlines); dequeued later, it is not run and answers
+	// 9105. Zero for requests from before deadlines, and supervision's own.
+	Deadline time.Time `json:"deadline,omitempty"`
 }
 
 // Supervision settings a host workflow polls with.
@@ -222,6 +236,9 @@ type HostState struct {
 	Seen        []string    `json:"seen,omitempty"`
 	Events      []Event     `json:"events,omitempty"`
 	Supervision Supervision `json:"supervision"`
+	// CancelledTasks are recently cancelled task ids, oldest first: a
+	// request of one that arrives after the cancel is not run.
+	CancelledTasks []string `json:"cancelled_tasks,omitempty"`
 	// Zone is the zone crontab rules are read in, as the watch last
 	// learned it.
 	Zone policies.Zone `json:"zone,omitempty"`

@@ -13,6 +13,7 @@ import (
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/temporal"
 
 	"github.com/drover-sh/drover/gseapi"
 	"github.com/drover-sh/drover/inventory"
@@ -41,12 +42,18 @@ func startOperate(ctx context.Context, c client.Client, taskQueue string, in Ope
 	}
 	indexed := in
 	indexed.Indexed = true
+	return startIndexed(ctx, c, opts, taskSearchAttributes(in), OperateWorkflowName, indexed, in)
+}
+
+// startIndexed starts workflow name with search attributes sa and input
+// indexed; on a namespace that lacks them it starts it with plain instead.
+func startIndexed(ctx context.Context, c client.Client, opts client.StartWorkflowOptions, sa temporal.SearchAttributes, name string, indexed, plain any) error {
 	withSA := opts
-	withSA.TypedSearchAttributes = taskSearchAttributes(in)
-	_, err := c.ExecuteWorkflow(ctx, withSA, OperateWorkflowName, indexed)
+	withSA.TypedSearchAttributes = sa
+	_, err := c.ExecuteWorkflow(ctx, withSA, name, indexed)
 	var invalid *serviceerror.InvalidArgument
 	if errors.As(err, &invalid) && strings.Contains(strings.ToLower(invalid.Error()), "search attribute") {
-		_, err = c.ExecuteWorkflow(ctx, opts, OperateWorkflowName, in)
+		_, err = c.ExecuteWorkflow(ctx, opts, name, plain)
 	}
 	return err
 }
@@ -139,7 +146,13 @@ type Engine struct {
 	// Inventory maps agent ids (agent_id_list) to hosts; nil maps only
 	// the "<bk_cloud_id>:<ip>" form.
 	Inventory *inventory.Inventory
+	// Files is the content store (files_dir) pushes keep their contents
+	// in; nil refuses pushes.
+	Files gseapi.ContentStore
 }
+
+// ContentStore is the engine's content store, for the file APIs.
+func (e *Engine) ContentStore() gseapi.ContentStore { return e.Files }
 
 // Start begins a task under a new task id.
 func (e *Engine) Start(ctx context.Context, t *gseapi.Task) (string, error) {
@@ -147,7 +160,7 @@ func (e *Engine) Start(ctx context.Context, t *gseapi.Task) (string, error) {
 	if e.Now != nil {
 		now = e.Now
 	}
-	in := OperateInput{TaskID: gseapi.NewTaskID(now()), Op: t.Op, Items: t.Items, Manage: t.Manage}
+	in := OperateInput{TaskID: gseapi.NewTaskID(now()), Op: t.Op, Items: t.Items, Manage: t.Manage, Files: t.Files}
 	if err := startOperate(ctx, e.Client, e.TaskQueue, in, TaskMemo(t)); err != nil {
 		return "", fmt.Errorf("%w: %v", gseapi.ErrUnavailable, err)
 	}
@@ -170,6 +183,19 @@ func (e *Engine) Results(ctx context.Context, taskID string, wait bool) ([]proc.
 		return nil, err
 	}
 	return res.Results, nil
+}
+
+// Cancel cancels a running task (gseapi.Canceller); done reports one that
+// had already finished.
+func (e *Engine) Cancel(ctx context.Context, taskID string) (bool, error) {
+	done, err := CancelTask(ctx, e.Client, taskID)
+	switch {
+	case errors.Is(err, ErrTaskNotFound):
+		return false, fmt.Errorf("%w: %s", gseapi.ErrTaskNotFound, taskID)
+	case err != nil:
+		return false, fmt.Errorf("%w: %v", gseapi.ErrUnavailable, err)
+	}
+	return done, nil
 }
 
 // AgentHost maps a GSE agent id to its inventory host, so a task's keys

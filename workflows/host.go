@@ -31,7 +31,8 @@ type host struct {
 	watchEvents workflow.ReceiveChannel
 	armed       *activities.WatchInput
 	// arming is the arm under way, if any.
-	arming workflow.Future
+	arming  workflow.Future
+	cancels workflow.ReceiveChannel
 }
 
 // maxEvents bounds the events a host keeps; older ones are dropped.
@@ -42,7 +43,7 @@ const maxEvents = 200
 // when its history grows long.
 func Host(ctx workflow.Context, st HostState) error {
 	h := &host{HostState: st, ops: workflow.GetSignalChannel(ctx, OpSignal), renew: workflow.GetSignalChannel(ctx, RenewSignal),
-		watchEvents: workflow.GetSignalChannel(ctx, WatchEventsSignal)}
+		watchEvents: workflow.GetSignalChannel(ctx, WatchEventsSignal), cancels: workflow.GetSignalChannel(ctx, CancelTaskSignal)}
 	if err := workflow.SetQueryHandler(ctx, RegistryQuery, func() ([]Entry, error) {
 		return h.Entries, nil
 	}); err != nil {
@@ -58,6 +59,7 @@ func Host(ctx workflow.Context, st HostState) error {
 	}
 	for {
 		h.drain()
+		h.takeCancels(ctx)
 		if len(h.Queue) > 0 {
 			req := h.Queue[0]
 			h.Queue = h.Queue[1:]
@@ -68,6 +70,14 @@ func Host(ctx workflow.Context, st HostState) error {
 			if req.Supervision != nil {
 				h.Supervision = *req.Supervision
 			}
+			if h.cancelled(req) {
+				h.reply(ctx, req, notRunCancelled(req))
+				continue
+			}
+			if res, late := h.tooLate(ctx, req); late {
+				h.reply(ctx, req, res)
+				continue
+			}
 			res := h.handle(ctx, req)
 			h.reply(ctx, req, res)
 			continue
@@ -77,6 +87,7 @@ func Host(ctx workflow.Context, st HostState) error {
 		}
 		if workflow.GetInfo(ctx).GetContinueAsNewSuggested() || h.renewAsked(ctx) {
 			h.drain()
+			h.takeCancels(ctx)
 			return workflow.NewContinueAsNewError(ctx, Host, h.HostState)
 		}
 		h.publish(ctx)
@@ -106,6 +117,19 @@ func (h *host) drain() {
 		}
 		h.Queue = append(h.Queue, req)
 	}
+}
+
+// tooLate answers a request dequeued after its deadline without running
+// it: its task may have given up on it, and an op run after that would be
+// one nobody waits for. Guarded, so a history in which a late request ran
+// replays as it ran.
+func (h *host) tooLate(ctx workflow.Context, req HostRequest) (proc.HostResult, bool) {
+	now := workflow.Now(ctx)
+	if !policies.Passed(req.Deadline, now) || workflow.GetVersion(ctx, VersionRequestDeadline, workflow.DefaultVersion, 1) < 1 {
+		return proc.HostResult{}, false
+	}
+	return proc.Fail(proc.CodeTimeout, "not run: deadline passed (it had to start by %s and was dequeued at %s, behind earlier ops or a slow engine)",
+		req.Deadline.UTC().Format(time.RFC3339), now.UTC().Format(time.RFC3339)), true
 }
 
 func (h *host) seen(id string) bool {
@@ -158,6 +182,8 @@ func (h *host) handle(ctx workflow.Context, req HostRequest) proc.HostResult {
 	switch {
 	case req.Op.IsSpecOp():
 		return h.handleSpec(ctx, req, now)
+	case req.Op.IsFileOp() && req.Files != nil:
+		return h.handleFiles(ctx, req)
 	case !req.Op.Valid():
 		return proc.Fail(proc.CodeBadOpType, "op_type %d is not one of 0,1,2,3,4,7,8,9", int(req.Op))
 	}
@@ -280,13 +306,24 @@ func (h *host) runOp(ctx workflow.Context, req HostRequest, e Entry) activities.
 			BackoffCoefficient: 2,
 			MaximumAttempts:    3,
 		},
+		// A cancelled op answers once its remote command has ended.
+		WaitForCancellation: true,
 	})
 	var a *activities.Activities
 	var out activities.HostOpOutput
-	err := workflow.ExecuteActivity(actx, a.HostOp, activities.HostOpInput{
+	// A task's op can be cancelled; supervision's own cannot.
+	octx, cancel := workflow.WithCancel(actx)
+	defer cancel()
+	fut := workflow.ExecuteActivity(octx, a.HostOp, activities.HostOpInput{
 		RequestID: req.RequestID, Op: req.Op, Target: req.Target, Process: req.Process, Spec: spec,
 		Registration: e.Registration, Pid: e.Pid, StartTicks: e.StartTicks,
-	}).Get(ctx, &out)
+	})
+	var err error
+	if taskOf(req) == "" {
+		err = fut.Get(ctx, &out)
+	} else {
+		err = h.awaitOp(ctx, req, e, fut, cancel, &out)
+	}
 	if err != nil {
 		out = activities.HostOpOutput{Result: activityFailure(err)}
 	}

@@ -20,6 +20,8 @@ type operation struct {
 	results []proc.HostResult
 	done    int
 	chunks  []string
+	// cancelled: the task was cancelled (see operate_cancel.go).
+	cancelled bool
 }
 
 // Operate runs one op over every item and never fails because a host did:
@@ -80,10 +82,20 @@ func (op *operation) runChunks(ctx workflow.Context) {
 		cctx := workflow.WithChildOptions(ctx, workflow.ChildWorkflowOptions{WorkflowID: id})
 		futs = append(futs, workflow.ExecuteChildWorkflow(cctx, Operate, OperateInput{
 			TaskID: op.in.TaskID, Op: op.in.Op, Manage: op.in.Manage,
-			Items: op.in.Items[start:end], Offset: op.in.Offset + start,
+			Items: op.in.Items[start:end], Offset: op.in.Offset + start, Files: op.in.Files,
 		}))
 	}
+	cancels := workflow.GetSignalChannel(ctx, CancelSignal)
 	for n, f := range futs {
+		for !f.IsReady() {
+			sel := workflow.NewSelector(ctx)
+			sel.AddFuture(f, func(workflow.Future) {})
+			sel.AddReceive(cancels, func(c workflow.ReceiveChannel, _ bool) {
+				c.Receive(ctx, nil)
+				op.cancelChunks(ctx, futs[n:])
+			})
+			sel.Select(ctx)
+		}
 		var res OperateResult
 		start := n * policies.ChunkSize
 		if err := f.Get(ctx, &res); err != nil {
@@ -107,7 +119,6 @@ func (op *operation) runChunks(ctx workflow.Context) {
 // runItems hands each item to its host's workflow and waits for replies.
 func (op *operation) runItems(ctx workflow.Context) {
 	self := workflow.GetInfo(ctx).WorkflowExecution.ID
-	replies := workflow.GetSignalChannel(ctx, ReplySignal)
 	dctx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 		StartToCloseTimeout: 5 * time.Minute,
 		HeartbeatTimeout:    policies.HeartbeatTimeout,
@@ -115,23 +126,40 @@ func (op *operation) runItems(ctx workflow.Context) {
 	})
 	var d *Dispatcher
 	var sent DispatchOutput
+	issued := workflow.Now(ctx)
 	if err := workflow.ExecuteActivity(dctx, d.Dispatch, DispatchInput{
 		ReplyTo: self, TaskID: op.in.TaskID, Op: op.in.Op, Manage: op.in.Manage,
-		Items: op.in.Items, Offset: op.in.Offset,
+		Items: op.in.Items, Offset: op.in.Offset, Files: op.in.Files, Issued: issued,
 	}).Get(ctx, &sent); err != nil {
-		op.failPending(proc.CodeInternal, fmt.Sprintf("could not hand the op to the hosts: %v", err))
+		// Some items may have reached their hosts: they are answered by
+		// them, or cancelled there before they are reported not run.
+		var pending []int
+		for i := range op.results {
+			if op.results[i].Code == proc.CodeRunning {
+				pending = append(pending, i)
+			}
+		}
+		op.undelivered(ctx, pending, issued, oneLine(fmt.Sprintf("could not hand the op to the hosts: %v", err)))
 		return
 	}
 	for _, r := range sent.Answered {
 		op.set(r.Index-op.in.Offset, r.Result)
 	}
-	for _, i := range sent.Undelivered {
-		op.set(i, proc.Fail(proc.CodeInternal, "could not hand the op to host workflow %s", HostWorkflowID(op.in.Items[i].Target.HostID())))
-	}
+	op.undelivered(ctx, sent.Undelivered, issued, "could not hand the op to its host workflow")
 	// A backstop only: every host op has its own deadline on the host side.
+	op.awaitReplies(ctx, policies.TaskBackstop, func() bool { return op.done < len(op.in.Items) }, func() {
+		op.failPending(proc.CodeTimeout, fmt.Sprintf("no reply from the host within %s", policies.TaskBackstop))
+	})
+}
+
+// awaitReplies takes host replies, and a cancel of the task, while waiting
+// holds, for at most limit; onTimeout answers what is left then.
+func (op *operation) awaitReplies(ctx workflow.Context, limit time.Duration, waiting func() bool, onTimeout func()) {
+	replies := workflow.GetSignalChannel(ctx, ReplySignal)
+	cancels := workflow.GetSignalChannel(ctx, CancelSignal)
 	timedOut := false
-	timer := workflow.NewTimer(ctx, policies.TaskBackstop)
-	for op.done < len(op.in.Items) && !timedOut {
+	timer := workflow.NewTimer(ctx, limit)
+	for waiting() && !timedOut {
 		sel := workflow.NewSelector(ctx)
 		sel.AddReceive(replies, func(c workflow.ReceiveChannel, _ bool) {
 			var r HostReply
@@ -139,10 +167,14 @@ func (op *operation) runItems(ctx workflow.Context) {
 			op.set(r.Index-op.in.Offset, r.Result)
 		})
 		sel.AddFuture(timer, func(workflow.Future) { timedOut = true })
+		sel.AddReceive(cancels, func(c workflow.ReceiveChannel, _ bool) {
+			c.Receive(ctx, nil)
+			op.cancel(ctx)
+		})
 		sel.Select(ctx)
 	}
 	if timedOut {
-		op.failPending(proc.CodeTimeout, fmt.Sprintf("no reply from the host within %s", policies.TaskBackstop))
+		onTimeout()
 	}
 }
 

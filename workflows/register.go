@@ -13,6 +13,8 @@ func Register(w worker.Worker, acts *activities.Activities, d *Dispatcher) {
 	w.RegisterWorkflowWithOptions(Operate, workflow.RegisterOptions{Name: OperateWorkflowName})
 	w.RegisterWorkflowWithOptions(Host, workflow.RegisterOptions{Name: HostWorkflowName})
 	w.RegisterWorkflowWithOptions(WatchShard, workflow.RegisterOptions{Name: WatchShardWorkflowName})
+	w.RegisterWorkflowWithOptions(Rollout, workflow.RegisterOptions{Name: RolloutWorkflowName})
+	w.RegisterWorkflowWithOptions(RolloutChunk, workflow.RegisterOptions{Name: RolloutChunkWorkflowName})
 	w.RegisterActivity(acts)
 	w.RegisterActivity(d)
 }

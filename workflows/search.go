@@ -18,6 +18,9 @@ var (
 	SAHosts      = temporal.NewSearchAttributeKeyKeywordList("DroverHosts")
 	SAOutcome    = temporal.NewSearchAttributeKeyKeyword("DroverOutcome")
 	SAFailedHost = temporal.NewSearchAttributeKeyInt64("DroverFailedCount")
+	// Rollouts only: the batch in progress (1-based) and the rollout's state.
+	SARolloutBatch = temporal.NewSearchAttributeKeyInt64("DroverRolloutBatch")
+	SARolloutState = temporal.NewSearchAttributeKeyKeyword("DroverRolloutState")
 )
 
 // SearchAttributeTypes names every custom attribute with its type, as the
@@ -25,7 +28,7 @@ var (
 var SearchAttributeTypes = map[string]string{
 	SAOp.GetName(): "Keyword", SANamespace.GetName(): "KeywordList", SAProcess.GetName(): "KeywordList",
 	SAHostCount.GetName(): "Int", SAHosts.GetName(): "KeywordList", SAOutcome.GetName(): "Keyword",
-	SAFailedHost.GetName(): "Int",
+	SAFailedHost.GetName(): "Int", SARolloutBatch.GetName(): "Int", SARolloutState.GetName(): "Keyword",
 }
 
 // maxIndexedHosts bounds DroverHosts: search attributes are small by
@@ -41,6 +44,11 @@ const (
 
 // taskSearchAttributes describes a task at its start.
 func taskSearchAttributes(in OperateInput) temporal.SearchAttributes {
+	return temporal.NewSearchAttributes(taskSearchUpdates(in)...)
+}
+
+// taskSearchUpdates are a task's attributes at its start, as updates.
+func taskSearchUpdates(in OperateInput) []temporal.SearchAttributeUpdate {
 	ns, names, hosts := map[string]bool{}, map[string]bool{}, map[string]bool{}
 	for _, it := range in.Items {
 		ns[it.Process.Namespace] = true
@@ -54,7 +62,7 @@ func taskSearchAttributes(in OperateInput) temporal.SearchAttributes {
 	if len(hosts) <= maxIndexedHosts {
 		upd = append(upd, SAHosts.ValueSet(sorted(hosts)))
 	}
-	return temporal.NewSearchAttributes(upd...)
+	return upd
 }
 
 func sorted(m map[string]bool) []string {

@@ -25,6 +25,11 @@ func (h *host) wait(ctx workflow.Context) {
 		c.Receive(ctx, &req)
 		h.Queue = append(h.Queue, req)
 	})
+	sel.AddReceive(h.cancels, func(c workflow.ReceiveChannel, _ bool) {
+		var task string
+		c.Receive(ctx, &task)
+		h.cancelTask(ctx, task)
+	})
 	watched := h.watched()
 	if h.sharded(ctx, watched) {
 		h.waitShard(ctx, wctx, sel, watched)
@@ -118,6 +123,9 @@ func (h *host) target() proc.Target { return proc.Target{CloudID: h.Host.CloudID
 // decide acts on what the watch saw. Every event is checked against the
 // entry as it is now: management may have changed since the watch began.
 func (h *host) decide(ctx workflow.Context, watched []int, events []activities.WatchEvent) {
+	if upgradeProbe != nil && len(events) > 0 {
+		upgradeProbe(ctx)
+	}
 	for _, ev := range events {
 		if ev.Index < 0 || ev.Index >= len(watched) {
 			continue

@@ -28,6 +28,7 @@ const (
 	ExitBadRequest  = 2 // the request broke a rule; nothing was started
 	ExitUnavailable = 3 // Temporal could not be reached
 	ExitInternal    = 4
+	ExitChanged     = 5 // ensure: some host changed, none failed
 )
 
 // ExitError carries an exit code out of a command.
@@ -55,7 +56,8 @@ func NewStarter(out, errOut io.Writer) *cobra.Command {
 	root.SetOut(out)
 	root.SetErr(errOut)
 	config.AddFlags(root.PersistentFlags())
-	root.AddCommand(newAPICommand(), newResultCommand(), newEventsCommand(), newServeCommand(), newHostsCommand(), newCodecServerCommand(), newPsCommand())
+	root.AddCommand(newAPICommand(), newResultCommand(), newEventsCommand(), newServeCommand(), newHostsCommand(), newCodecServerCommand(), newPsCommand(),
+		newEnsureCommand(), newRolloutCommand(), newConfigCommand(), newLogsCommand(), newHostCommand(), newCancelCommand())
 	root.AddCommand(newVerbCommands()...)
 	return root
 }
@@ -76,9 +78,9 @@ func Execute(args []string, out, errOut io.Writer) int {
 }
 
 type apiFlags struct {
-	file    string
-	wait    bool
-	timeout time.Duration
+	file       string
+	wait, plan bool
+	timeout    time.Duration
 }
 
 func newAPICommand() *cobra.Command {
@@ -101,11 +103,15 @@ func newAPICommand() *cobra.Command {
 			}
 			ctx, cancel := withTimeout(cmd, f.timeout)
 			defer cancel()
+			if f.plan {
+				return planAPI(ctx, cmd, cfg, args[0], body)
+			}
 			return callAPI(ctx, cmd, cfg, args[0], body, f)
 		},
 	}
 	cmd.Flags().StringVarP(&f.file, "file", "f", "-", "request body file, - for stdin")
 	cmd.Flags().BoolVar(&f.wait, "wait", false, "wait for the task and print get_proc_operate_result")
+	cmd.Flags().BoolVar(&f.plan, "plan", false, "print what each host would run, grouped, and change nothing")
 	cmd.Flags().DurationVar(&f.timeout, "timeout", 0, "give up waiting after this long (0: no limit)")
 	return cmd
 }
@@ -143,7 +149,7 @@ func callAPI(ctx context.Context, cmd *cobra.Command, cfg config.Config, name st
 	if err != nil {
 		return &ExitError{Code: ExitBadRequest, Err: err}
 	}
-	resp, outcome := gseapi.Call(ctx, &workflows.Engine{Client: c, TaskQueue: cfg.TaskQueue, Inventory: inv}, name, body, f.wait)
+	resp, outcome := gseapi.Call(ctx, &workflows.Engine{Client: c, TaskQueue: cfg.TaskQueue, Inventory: inv, Files: contentStore(cfg)}, name, body, f.wait)
 	return finish(cmd, resp, outcome)
 }
 
@@ -189,6 +195,31 @@ func newResultCommand() *cobra.Command {
 				return &ExitError{Code: ExitBadRequest, Err: err}
 			}
 			return fetchResult(cmd.Context(), cmd, cfg, args[0])
+		},
+	}
+}
+
+func newCancelCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:   "cancel TASK_ID",
+		Short: "Cancel a task: queued host ops never run, running ones are ended, every key answers 9109 unless it had finished",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			body, _ := json.Marshal(map[string]string{"task_id": args[0]})
+			if _, err := gseapi.DecodeResultQuery(body); err != nil {
+				return reject(cmd, err)
+			}
+			cfg, err := config.Load(cmd.Flags())
+			if err != nil {
+				return &ExitError{Code: ExitBadRequest, Err: err}
+			}
+			c, err := dial(cfg)
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			resp, outcome := gseapi.CancelTaskAs(cmd.Context(), &workflows.Engine{Client: c, TaskQueue: cfg.TaskQueue}, body, nil)
+			return finish(cmd, resp, outcome)
 		},
 	}
 }

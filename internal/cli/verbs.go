@@ -18,14 +18,16 @@ import (
 	"github.com/drover-sh/drover/gseapi"
 	"github.com/drover-sh/drover/internal/config"
 	"github.com/drover-sh/drover/inventory"
+	"github.com/drover-sh/drover/policies"
 	"github.com/drover-sh/drover/proc"
 	"github.com/drover-sh/drover/workflows"
 )
 
 type verbFlags struct {
 	namespace, name, hosts, spec, output string
-	wait, noWait                         bool
+	wait, noWait, plan                   bool
 	timeout                              time.Duration
+	rollout                              rolloutFlags
 }
 
 // verbs maps the ergonomic commands to what they send.
@@ -57,33 +59,62 @@ func newVerbCommands() []*cobra.Command {
 				return runVerb(cmd, v.api, v.op, f)
 			},
 		}
+		addVerbFlags(cmd, &f)
 		fl := cmd.Flags()
-		fl.StringVar(&f.namespace, "namespace", "", "process namespace (meta.namespace)")
-		fl.StringVar(&f.name, "name", "", "process name (meta.name)")
-		fl.StringVar(&f.hosts, "hosts", "all", hostsUsage)
-		fl.BoolVar(&f.wait, "wait", false, "wait and show progress (the default on a terminal)")
-		fl.BoolVar(&f.noWait, "no-wait", false, "print the task id and return")
-		fl.StringVarP(&f.output, "output", "o", "table", "result format: table, wide (status: start time, threads, cmdline), json or yaml")
-		fl.DurationVar(&f.timeout, "timeout", 0, "give up waiting after this long (0: no limit)")
+		fl.BoolVar(&f.plan, "plan", false, "print what each host would run, grouped, and change nothing")
+		if gseapi.RolloutOp(v.op) == nil {
+			f.rollout.add(fl)
+		}
 		if v.op == proc.OpSpecRegister {
 			fl.StringVar(&f.spec, "spec", "", "register_proc_info's spec object, as a JSON or YAML file")
 		}
-		completeProcessFlags(cmd)
-		_ = cmd.RegisterFlagCompletionFunc("output", cobra.FixedCompletions([]string{"table", "wide", "json", "yaml"}, cobra.ShellCompDirectiveNoFileComp))
 		cmds = append(cmds, cmd)
 	}
 	return cmds
 }
 
+// addVerbFlags adds the flags every verb shares: the process, the hosts,
+// waiting and the output format.
+func addVerbFlags(cmd *cobra.Command, f *verbFlags) {
+	fl := cmd.Flags()
+	fl.StringVar(&f.namespace, "namespace", "", "process namespace (meta.namespace)")
+	fl.StringVar(&f.name, "name", "", "process name (meta.name)")
+	fl.StringVar(&f.hosts, "hosts", "all", hostsUsage)
+	fl.BoolVar(&f.wait, "wait", false, "wait and show progress (the default on a terminal)")
+	fl.BoolVar(&f.noWait, "no-wait", false, "print the task id and return")
+	fl.StringVarP(&f.output, "output", "o", "table", "result format: table, wide (status: start time, threads, cmdline), json or yaml")
+	fl.DurationVar(&f.timeout, "timeout", 0, "give up waiting after this long (0: no limit)")
+	completeProcessFlags(cmd)
+	_ = cmd.RegisterFlagCompletionFunc("output", cobra.FixedCompletions([]string{"table", "wide", "json", "yaml"}, cobra.ShellCompDirectiveNoFileComp))
+}
+
 func runVerb(cmd *cobra.Command, api string, op proc.OpType, f verbFlags) error {
-	if f.output != "table" && f.output != "wide" && f.output != "json" && f.output != "yaml" {
-		return &ExitError{Code: ExitBadRequest, Err: fmt.Errorf("-o %q: must be table, wide, json or yaml", f.output)}
+	if err := checkOutput(f.output); err != nil {
+		return err
 	}
 	cfg, err := config.Load(cmd.Flags())
 	if err != nil {
 		return &ExitError{Code: ExitBadRequest, Err: err}
 	}
-	body, err := verbBody(cfg, api, op, f)
+	inv, err := inventory.Load(cfg.Inventory)
+	if err != nil {
+		return &ExitError{Code: ExitBadRequest, Err: err}
+	}
+	var hosts []inventory.Host
+	var unresolved []string
+	if f.plan {
+		// A plan names every term it could not resolve instead of
+		// refusing the whole selector.
+		hosts, unresolved = selectEach(inv, f.hosts)
+	} else if hosts, err = inv.Select(f.hosts); err != nil {
+		return &ExitError{Code: ExitBadRequest, Err: err}
+	}
+	ctx, cancel := withTimeout(cmd, f.timeout)
+	defer cancel()
+	if f.plan && len(hosts) == 0 {
+		return printPlan(cmd.OutOrStdout(), &gseapi.Task{API: api, Op: op}, nil, unresolved)
+	}
+	body, err := verbBody(api, op, f, hosts)
 	if err != nil {
 		return &ExitError{Code: ExitBadRequest, Err: err}
 	}
@@ -91,6 +122,30 @@ func runVerb(cmd *cobra.Command, api string, op proc.OpType, f verbFlags) error 
 	if err != nil {
 		return &ExitError{Code: ExitBadRequest, Err: err}
 	}
+	var roll policies.Rollout
+	rolling := false
+	if f.rollout.fs != nil {
+		if roll, rolling, err = f.rollout.policy(op, len(task.Items)); err != nil {
+			return &ExitError{Code: ExitBadRequest, Err: err}
+		}
+	}
+	if f.plan {
+		if err := runPlan(ctx, cmd.OutOrStdout(), cfg, task, inv, unresolved); err != nil || !rolling {
+			return err
+		}
+		return printRolloutPlan(cmd.OutOrStdout(), roll, task)
+	}
+	if rolling {
+		return runTask(cmd, cfg, task, f, &roll, printRecap)
+	}
+	return runTask(cmd, cfg, task, f, nil, printRecap)
+}
+
+// runTask starts an accepted task, as a rollout when roll is set, and,
+// when waiting, prints its results with print; the exit code says whether
+// every host succeeded.
+func runTask(cmd *cobra.Command, cfg config.Config, task *gseapi.Task, f verbFlags, roll *policies.Rollout,
+	print func(io.Writer, *gseapi.Task, map[string]proc.HostResult, string) error) error {
 	ctx, cancel := withTimeout(cmd, f.timeout)
 	defer cancel()
 	c, err := dial(cfg)
@@ -99,11 +154,20 @@ func runVerb(cmd *cobra.Command, api string, op proc.OpType, f verbFlags) error 
 	}
 	defer c.Close()
 	eng := &workflows.Engine{Client: c, TaskQueue: cfg.TaskQueue}
-	id, err := eng.Start(ctx, task)
+	wait := f.wait || (!f.noWait && isTerminal(cmd.ErrOrStderr())) || gseapi.Synchronous(task.API)
+	var id string
+	if roll != nil {
+		id, err = eng.StartRollout(ctx, task, *roll)
+	} else {
+		id, err = eng.Start(ctx, task)
+	}
 	if err != nil {
 		return &ExitError{Code: ExitUnavailable, Err: err}
 	}
-	wait := f.wait || (!f.noWait && isTerminal(cmd.ErrOrStderr())) || gseapi.Synchronous(api)
+	if roll != nil && wait {
+		// Waiting may last as long as an approval does: say how to steer it.
+		fmt.Fprintf(cmd.ErrOrStderr(), "rollout %s: `starter rollout status|pause|resume|approve|abort %s`\n", id, id)
+	}
 	if !wait {
 		fmt.Fprintln(cmd.OutOrStdout(), id)
 		return nil
@@ -112,7 +176,7 @@ func runVerb(cmd *cobra.Command, api string, op proc.OpType, f verbFlags) error 
 	if err != nil {
 		return &ExitError{Code: ExitUnavailable, Err: err}
 	}
-	if err := printRecap(cmd.OutOrStdout(), task, res, f.output); err != nil {
+	if err := print(cmd.OutOrStdout(), task, res, f.output); err != nil {
 		return err
 	}
 	for _, r := range res {
@@ -124,20 +188,8 @@ func runVerb(cmd *cobra.Command, api string, op proc.OpType, f verbFlags) error 
 }
 
 // verbBody builds the documented request body for the selected hosts.
-func verbBody(cfg config.Config, api string, op proc.OpType, f verbFlags) ([]byte, error) {
-	inv, err := inventory.Load(cfg.Inventory)
-	if err != nil {
-		return nil, err
-	}
-	hosts, err := inv.Select(f.hosts)
-	if err != nil {
-		return nil, err
-	}
-	refs := make([]map[string]any, len(hosts))
-	for i, h := range hosts {
-		refs[i] = map[string]any{"ip": h.IP, "bk_cloud_id": h.CloudID, "bk_supplier_id": h.SupplierID}
-	}
-	req := map[string]any{"meta": map[string]any{"namespace": f.namespace, "name": f.name}, "hosts": refs}
+func verbBody(api string, op proc.OpType, f verbFlags, hosts []inventory.Host) ([]byte, error) {
+	req := hostsBody(f, hosts)
 	switch api {
 	case gseapi.APIOperateProcess:
 		req["op_type"] = int(op)
@@ -156,6 +208,28 @@ func verbBody(cfg config.Config, api string, op proc.OpType, f verbFlags) ([]byt
 		req["spec"] = spec
 	}
 	return json.Marshal(req)
+}
+
+// metaHostsBody is the request naming f's process on the hosts f selects.
+func metaHostsBody(cfg config.Config, f verbFlags) (map[string]any, error) {
+	inv, err := inventory.Load(cfg.Inventory)
+	if err != nil {
+		return nil, err
+	}
+	hosts, err := inv.Select(f.hosts)
+	if err != nil {
+		return nil, err
+	}
+	return hostsBody(f, hosts), nil
+}
+
+// hostsBody is the request naming f's process on hosts.
+func hostsBody(f verbFlags, hosts []inventory.Host) map[string]any {
+	refs := make([]map[string]any, len(hosts))
+	for i, h := range hosts {
+		refs[i] = map[string]any{"ip": h.IP, "bk_cloud_id": h.CloudID, "bk_supplier_id": h.SupplierID}
+	}
+	return map[string]any{"meta": map[string]any{"namespace": f.namespace, "name": f.name}, "hosts": refs}
 }
 
 // waitWithProgress polls the task, drawing done/failed/total on w.
@@ -242,6 +316,12 @@ func printRecap(w io.Writer, task *gseapi.Task, res map[string]proc.HostResult, 
 	for _, r := range rows {
 		counts[r.Code]++
 	}
+	_, err := fmt.Fprintf(w, "%d hosts: %s\n", len(rows), countsLine(counts))
+	return err
+}
+
+// countsLine is the recap's hosts by outcome: "2 success (0), 1 ...".
+func countsLine(counts map[proc.Code]int) string {
 	codes := make([]int, 0, len(counts))
 	for c := range counts {
 		codes = append(codes, int(c))
@@ -251,8 +331,7 @@ func printRecap(w io.Writer, task *gseapi.Task, res map[string]proc.HostResult, 
 	for _, c := range codes {
 		parts = append(parts, fmt.Sprintf("%d %s (%d)", counts[proc.Code(c)], proc.Code(c).Message(), c))
 	}
-	_, err := fmt.Fprintf(w, "%d hosts: %s\n", len(rows), strings.Join(parts, ", "))
-	return err
+	return strings.Join(parts, ", ")
 }
 
 func isTerminal(w io.Writer) bool {

@@ -13,7 +13,9 @@ import (
 	"go.temporal.io/sdk/worker"
 
 	"github.com/drover-sh/drover/activities"
+	"github.com/drover-sh/drover/gseapi"
 	"github.com/drover-sh/drover/internal/config"
+	"github.com/drover-sh/drover/internal/filestore"
 	"github.com/drover-sh/drover/internal/metrics"
 	"github.com/drover-sh/drover/inventory"
 	"github.com/drover-sh/drover/policies"
@@ -40,6 +42,10 @@ func dialWithMetrics(cfg config.Config, logger *slog.Logger, handler client.Metr
 	}
 	return c, nil
 }
+
+// stopTimeout is how long Stop lets running host ops go on: the longest
+// deadline a spec within the API's bounds can give an op.
+var stopTimeout = policies.WorkerStopTimeout(gseapi.Seconds(gseapi.MaxOpTimeoutSecs), gseapi.Seconds(gseapi.MaxCheckSecs))
 
 // Worker is a running drover worker: its client, SSH pool, WinRM runner
 // and Temporal worker.
@@ -78,9 +84,17 @@ func StartWorker(cfg config.Config, logger *slog.Logger) (*Worker, error) {
 		_ = ssh.Close()
 		return nil, err
 	}
-	w := worker.New(c, cfg.TaskQueue, worker.Options{MaxConcurrentActivityExecutionSize: cfg.MaxConcurrentActivities})
+	w := worker.New(c, cfg.TaskQueue, worker.Options{
+		MaxConcurrentActivityExecutionSize: cfg.MaxConcurrentActivities,
+		MaxConcurrentWorkflowTaskPollers:   cfg.WorkflowTaskPollers,
+		MaxConcurrentActivityTaskPollers:   cfg.ActivityTaskPollers,
+		// A deploy stops polling and lets running host ops end by their own
+		// deadlines: cancelling one would kill its command on the host.
+		WorkerStopTimeout: stopTimeout,
+	})
 	winrm := transport.NewWinRM(transport.WinRMOptions{})
-	acts := &activities.Activities{Inventory: inv, Runner: m.Track(transport.Multi{SSH: ssh, WinRM: winrm}), Hosts: workflows.HostLink{Client: c}}
+	acts := &activities.Activities{Inventory: inv, Runner: m.Track(transport.Multi{SSH: ssh, WinRM: winrm}),
+		Files: transport.Multi{SSH: ssh, WinRM: winrm}, Store: filestore.Store{Dir: cfg.FilesDir}, Hosts: workflows.HostLink{Client: c}}
 	workflows.Register(w, acts, &workflows.Dispatcher{Client: c, TaskQueue: cfg.TaskQueue, Inventory: inv, Acts: acts,
 		Supervision: workflows.Supervision{Interval: cfg.SuperviseInterval, LimitPolls: cfg.LimitPolls,
 			TimeZone: cfg.CrontabZone(), WatchQueue: cfg.WatchQueue(), WatchShards: cfg.WatchShards}})
@@ -130,7 +144,8 @@ func StartWorker(cfg config.Config, logger *slog.Logger) (*Worker, error) {
 // to hand themselves back: a poll in progress ends first.
 const watchStopTimeout = policies.WatchPollTimeout + 5*time.Second
 
-// Stop stops polling, then closes the pool and the client.
+// Stop stops polling, waits for the running host ops to end (up to
+// stopTimeout), then closes the pool and the client.
 func (w *Worker) Stop() {
 	w.once.Do(func() {
 		// Workflows first: a watch handed back (or a cancelled one ending)
@@ -155,6 +170,8 @@ func RunWorker(ctx context.Context, cfg config.Config, logger *slog.Logger) erro
 	logger.Info("worker started", "temporal", cfg.TemporalAddress, "namespace", cfg.TemporalNamespace,
 		"task_queue", cfg.TaskQueue, "watch_task_queue", cfg.WatchQueue(), "inventory", cfg.Inventory, "metrics", w.MetricsAddr)
 	<-ctx.Done()
+	logger.Info("worker stopping: no new work is taken; running host ops finish first")
 	w.Stop()
+	logger.Info("worker stopped")
 	return nil
 }

@@ -80,8 +80,17 @@ type Config struct {
 	IdleConnectionTimeout time.Duration `koanf:"idle_connection_timeout"`
 	// MaxConcurrentDials caps the worker's SSH dials in flight.
 	MaxConcurrentDials int `koanf:"max_concurrent_dials"`
+	// WorkflowTaskPollers and ActivityTaskPollers are the worker's
+	// concurrent long polls per task kind. Each poll brings one task, so
+	// they bound how many tasks a worker takes in per round trip to the
+	// server: every host op is a few workflow tasks and an activity.
+	WorkflowTaskPollers int `koanf:"workflow_task_pollers"`
+	ActivityTaskPollers int `koanf:"activity_task_pollers"`
 	// MetricsListen is where the worker serves Prometheus /metrics; empty is off.
 	MetricsListen string `koanf:"metrics_listen"`
+	// FilesDir is the content store the starter and the worker share:
+	// pushed files and log tails, by sha256. Empty: no file ops.
+	FilesDir string `koanf:"files_dir"`
 }
 
 // HostZone is the supervise_timezone that means each host's own zone.
@@ -170,6 +179,11 @@ var defaults = map[string]any{
 	"idle_connection_timeout":   "10m",
 	"max_concurrent_dials":      256,
 	"max_concurrent_activities": 1000,
+	// The SDK's default of 2 each takes in tasks one round trip at a time
+	// per poller: an op on hundreds of hosts queued its workflow tasks for
+	// seconds behind them.
+	"workflow_task_pollers": 16,
+	"activity_task_pollers": 16,
 }
 
 // DefaultFile is read when --config is not given and it exists.
@@ -192,6 +206,7 @@ func AddFlags(fs *pflag.FlagSet) {
 	fs.String("api-key-env", "", "name of the env var holding a Temporal API key (env DROVER_API_KEY_ENV)")
 	fs.String("codec-key-file", "", "file holding the payload encryption key (env DROVER_CODEC_KEY_FILE)")
 	fs.String("codec-key-env", "", "name of the env var holding the payload encryption key (env DROVER_CODEC_KEY_ENV)")
+	fs.String("files-dir", "", "content store shared by starter and worker, for config push and logs (env DROVER_FILES_DIR)")
 }
 
 // AddWorkerFlags registers the settings only a worker acts on: how it
@@ -212,6 +227,8 @@ func AddWorkerFlags(fs *pflag.FlagSet) {
 	fs.Int("max-concurrent-dials", 0, "SSH connections one worker dials at once; more wait their turn (env DROVER_MAX_CONCURRENT_DIALS, default 256)")
 	fs.String("metrics-listen", "", "serve Prometheus /metrics on this address, e.g. :9090 (env DROVER_METRICS_LISTEN; default off)")
 	fs.Int("max-sessions-per-host", 0, "SSH sessions per pooled host connection (env DROVER_MAX_SESSIONS_PER_HOST, default 8)")
+	fs.Int("workflow-task-pollers", 0, "concurrent workflow task polls (env DROVER_WORKFLOW_TASK_POLLERS, default 16; at least 2)")
+	fs.Int("activity-task-pollers", 0, "concurrent activity task polls (env DROVER_ACTIVITY_TASK_POLLERS, default 16)")
 }
 
 // Load merges defaults, file, environment and the flags that were set.
@@ -299,6 +316,13 @@ func (c Config) validate() error {
 	}
 	if c.MaxConcurrentActivities < 1 {
 		return fmt.Errorf("max_concurrent_activities %d: must be at least 1", c.MaxConcurrentActivities)
+	}
+	if c.WorkflowTaskPollers < 2 {
+		// One poller cannot serve both the sticky and the shared queue.
+		return fmt.Errorf("workflow_task_pollers %d: must be at least 2", c.WorkflowTaskPollers)
+	}
+	if c.ActivityTaskPollers < 1 {
+		return fmt.Errorf("activity_task_pollers %d: must be at least 1", c.ActivityTaskPollers)
 	}
 	if err := c.validateCodec(); err != nil {
 		return err

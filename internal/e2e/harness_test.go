@@ -21,9 +21,11 @@ import (
 	"testing"
 	"time"
 
+	commonpb "go.temporal.io/api/common/v1"
 	enumspb "go.temporal.io/api/enums/v1"
 	historypb "go.temporal.io/api/history/v1"
 	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 	"google.golang.org/protobuf/encoding/protojson"
 	"gopkg.in/yaml.v3"
@@ -134,9 +136,10 @@ func (e *env) startWorker() {
 	e.t.Cleanup(w.Stop)
 }
 
-// endHostWorkflows terminates the host workflows of this test's hosts:
+// endHostWorkflows deletes the host workflows of this test's hosts:
 // test-bed addresses are reused by later tests, whose host workflows must
-// start afresh on their own queue.
+// start afresh on their own queue. Terminating is not enough: a closed host
+// workflow is never replaced (its ops answer 9108).
 func (e *env) endHostWorkflows() {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -151,12 +154,30 @@ func (e *env) endHostWorkflows() {
 		ids[workflows.ShardID(e.cfg.WatchQueue(), n)] = true
 	}
 	for id := range ids {
-		err := c.TerminateWorkflow(ctx, id, "", "test finished")
-		var nf *serviceerror.NotFound
-		if err != nil && !errors.As(err, &nf) {
-			e.t.Logf("terminate %s: %v", id, err)
-		}
+		deleteWorkflow(ctx, e.t, c, e.cfg.TemporalNamespace, id)
 	}
+}
+
+// deleteWorkflow deletes a workflow (terminating it if it runs) and waits
+// until the server no longer finds it: deletion is asynchronous.
+func deleteWorkflow(ctx context.Context, t *testing.T, c client.Client, namespace, id string) {
+	var nf *serviceerror.NotFound
+	_, err := c.WorkflowService().DeleteWorkflowExecution(ctx, &workflowservice.DeleteWorkflowExecutionRequest{
+		Namespace: namespace, WorkflowExecution: &commonpb.WorkflowExecution{WorkflowId: id}})
+	if errors.As(err, &nf) {
+		return
+	}
+	if err != nil {
+		t.Logf("delete %s: %v", id, err)
+		return
+	}
+	for ctx.Err() == nil {
+		if _, err := c.DescribeWorkflowExecution(ctx, id, ""); errors.As(err, &nf) {
+			return
+		}
+		time.Sleep(50 * time.Millisecond) // polling the server, not proving anything
+	}
+	t.Logf("delete %s: still there after the cleanup's deadline", id)
 }
 
 // noteHosts remembers an inventory's host workflows for cleanup (the file
@@ -336,14 +357,18 @@ func jsonUnmarshal(s string, v any) error { return json.Unmarshal([]byte(s), v) 
 
 // recordHistory saves a workflow's history as JSON under
 // $DROVER_RECORD_HISTORIES, for the replay tests in workflows/testdata.
-func (e *env) recordHistory(id, name string) {
+func (e *env) recordHistory(id, name string) { e.recordRunHistory(id, "", name) }
+
+// recordRunHistory is recordHistory of one run (the latest when runID is
+// empty), such as a run that continued as new.
+func (e *env) recordRunHistory(id, runID, name string) {
 	dir := os.Getenv("DROVER_RECORD_HISTORIES")
 	if dir == "" {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	it := e.client.GetWorkflowHistory(ctx, id, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	it := e.client.GetWorkflowHistory(ctx, id, runID, false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
 	var h historypb.History
 	for it.HasNext() {
 		ev, err := it.Next()

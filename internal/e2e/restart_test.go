@@ -13,11 +13,15 @@ import (
 )
 
 // buildBinary builds cmd/<name> once per test binary.
-func buildBinary(t *testing.T, name string) string {
+func buildBinary(t *testing.T, name string) string { return buildTagged(t, name, "") }
+
+// buildTagged builds cmd/<name> with build tags (none when empty), once per
+// test binary.
+func buildTagged(t *testing.T, name, tags string) string {
 	t.Helper()
 	binMu.Lock()
 	defer binMu.Unlock()
-	if p, ok := binPaths[name]; ok {
+	if p, ok := binPaths[name+"/"+tags]; ok {
 		return p
 	}
 	dir, err := os.MkdirTemp("", "drover-e2e-bin-")
@@ -25,20 +29,28 @@ func buildBinary(t *testing.T, name string) string {
 		t.Fatal(err)
 	}
 	p := filepath.Join(dir, name)
-	cmd := exec.Command("go", "build", "-o", p, "./cmd/"+name)
+	cmd := exec.Command("go", "build", "-tags", tags, "-o", p, "./cmd/"+name)
 	cmd.Dir = testbed.ModuleRoot()
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("build %s: %v\n%s", name, err, out)
 	}
-	binPaths[name] = p
+	binPaths[name+"/"+tags] = p
 	return p
 }
 
-// startWorkerProcess runs the worker binary; the returned stop kills it.
+// startWorkerProcess runs the worker binary; the test's cleanup kills it.
 func (e *env) startWorkerProcess(t *testing.T) *exec.Cmd {
 	t.Helper()
-	cmd := exec.Command(buildBinary(t, "worker"), "--temporal-address", e.cfg.TemporalAddress,
-		"--task-queue", e.cfg.TaskQueue, "--inventory", e.cfg.Inventory, "--log-level", "warn")
+	return e.startWorkerBinary(t, buildBinary(t, "worker"))
+}
+
+// startWorkerBinary runs a worker binary with the env's settings and extra
+// flags; the test's cleanup kills it.
+func (e *env) startWorkerBinary(t *testing.T, bin string, extra ...string) *exec.Cmd {
+	t.Helper()
+	args := append([]string{"--temporal-address", e.cfg.TemporalAddress,
+		"--task-queue", e.cfg.TaskQueue, "--inventory", e.cfg.Inventory, "--log-level", "warn"}, extra...)
+	cmd := exec.Command(bin, args...)
 	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {

@@ -183,6 +183,7 @@ func TestSuperviseRestartsAKilledProcess(t *testing.T) {
 	t.Logf("kill -9 to a new live pid: %s", took.Round(time.Millisecond))
 	waitFor(t, 5*time.Second, "restart event", e.hasEvent(t, h, workflows.EventRestartSuccess))
 	newPid := hostPid(t, h, "/data/app/svc.pid")
+	e.recordHistory(workflows.HostWorkflowID(proc.HostID{IP: h.IP}), "host-restart")
 
 	// The worker's /metrics tells the same story; the SDK's scope reports
 	// each second.
@@ -289,6 +290,7 @@ func TestSuperviseGivesUpAfterRetries(t *testing.T) {
 		t.Fatalf("supervision kept trying after giving up: %s starts", strings.TrimSpace(out))
 	}
 	hostID := workflows.HostWorkflowID(proc.HostID{IP: h.IP})
+	e.recordHistory(hostID, "host-give-up")
 	e.recordHistory(hostID, "host-supervised-watch-shard")
 	e.recordHistory(workflows.ShardWorkflowID(e.cfg.WatchQueue(), hostID, e.cfg.WatchShards), "watch-shard")
 }
@@ -312,6 +314,8 @@ func TestSuperviseEnforcesCPULimit(t *testing.T) {
 	if hostAlive(h, pid) {
 		t.Fatal("the process over its limit was not stopped")
 	}
+	waitFor(t, 10*time.Second, "restart event after the limit", e.hasEvent(t, h, workflows.EventRestartSuccess))
+	e.recordHistory(workflows.HostWorkflowID(proc.HostID{IP: h.IP}), "host-limit")
 }
 
 func TestSuperviseHealthAndDrift(t *testing.T) {
@@ -342,6 +346,7 @@ func TestSuperviseHealthAndDrift(t *testing.T) {
 	if !strings.Contains(st.Content, `"configDrift":["/data/app/app.conf"]`) {
 		t.Fatalf("status must report the drifted file: %s", st.Content)
 	}
+	e.recordHistory(workflows.HostWorkflowID(proc.HostID{IP: h.IP}), "host-health-drift")
 }
 
 func TestSupervisionNeverUndoesAStop(t *testing.T) {
@@ -424,6 +429,7 @@ func TestPeriodicAndOneShot(t *testing.T) {
 	if out, _ := h.Exec("grep -c ran /data/job/once.log"); strings.TrimSpace(out) != "1" {
 		t.Fatalf("a one-shot ran %s times", strings.TrimSpace(out))
 	}
+	e.recordHistory(workflows.HostWorkflowID(proc.HostID{IP: h.IP}), "host-periodic-one-shot")
 }
 
 func TestSupervisionSurvivesWorkerAndServerRestarts(t *testing.T) {

@@ -326,6 +326,34 @@ func (h *Host) DropConnections() (int, error) {
 	return n, nil
 }
 
+// DropSessions is DropConnections that also kills everything the sessions
+// run (a command, an sftp-server), as a host that loses its connections
+// mid-transfer is left: nothing of the session goes on writing. It works on
+// a paused host too (SIGKILL needs no SIGCONT). It returns how many
+// processes it killed.
+func (h *Host) DropSessions() (int, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.cmd == nil {
+		return 0, fmt.Errorf("host %s: not running", h.IP)
+	}
+	procs := scanProcs(false)
+	var victims []int
+	for _, p := range procs {
+		if p.ppid == h.pid {
+			victims = append(victims, p.pid)
+			victims = append(victims, descendants(p.pid, procs)...)
+		}
+	}
+	n := 0
+	for _, pid := range victims {
+		if syscall.Kill(pid, syscall.SIGKILL) == nil {
+			n++
+		}
+	}
+	return n, nil
+}
+
 // RotateHostKey gives the host a new host key and restarts sshd (SIGHUP
 // re-execs it in place, keeping the pid, the mount namespace and processes
 // on the host). known_hosts is deliberately left alone, so clients see a

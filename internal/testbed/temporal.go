@@ -31,9 +31,11 @@ type TemporalOptions struct {
 	SearchAttributes map[string]string
 	// LogFile receives the server's output; empty discards it.
 	LogFile string
-	// MetricsPort serves the server's own Prometheus /metrics on
-	// 127.0.0.1:MetricsPort when non-zero.
+	// MetricsPort serves the server's Prometheus metrics on
+	// 127.0.0.1:MetricsPort/metrics when non-zero.
 	MetricsPort int
+	// SQLitePragmas are passed to the server's SQLite store ("NAME=VALUE").
+	SQLitePragmas []string
 }
 
 // Temporal is a running dev server process that this process owns.
@@ -98,11 +100,17 @@ func (t *Temporal) start() error {
 		// Ops on many hosts need more than the dev server's default burst.
 		"--dynamic-config-value", "frontend.namespaceRPS=20000",
 		"--dynamic-config-value", "frontend.rps=20000",
+		// A host op's activity then starts from its host workflow's task,
+		// skipping the task queue (drover's workers ask for it).
+		"--dynamic-config-value", "system.enableActivityEagerExecution=true",
 	}
 	if t.opts.UIPort != 0 {
 		args = append(args, "--ui-ip", "127.0.0.1", "--ui-port", strconv.Itoa(t.opts.UIPort))
 	} else {
 		args = append(args, "--headless")
+	}
+	for _, p := range t.opts.SQLitePragmas {
+		args = append(args, "--sqlite-pragma", p)
 	}
 	if t.opts.MetricsPort != 0 {
 		args = append(args, "--metrics-port", strconv.Itoa(t.opts.MetricsPort))

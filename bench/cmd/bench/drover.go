@@ -41,15 +41,11 @@ func (e *env) droverPair(ctx context.Context, size int, record bool) (cold, warm
 	// process, and nothing else here works while the starter waits.
 	profile := record && len(e.droverRuns) == 0
 	if profile {
-		f, err := os.Create(filepath.Join(e.s.out, "drover-cpu.pprof"))
+		stop, err := startProfile(filepath.Join(e.s.out, "drover-cpu.pprof"))
 		if err != nil {
 			return 0, 0, err
 		}
-		defer f.Close()
-		if err := pprof.StartCPUProfile(f); err != nil {
-			return 0, 0, err
-		}
-		defer pprof.StopCPUProfile()
+		defer stop()
 	}
 	for i, dst := range []*float64{&cold, &warm} {
 		r, err := e.droverOnce(ctx, size)
@@ -222,4 +218,17 @@ func (e *env) droverStats() droverStats {
 		}
 	}
 	return st
+}
+
+// startProfile writes this process's CPU profile to path until stop.
+func startProfile(path string) (stop func(), err error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return func() { pprof.StopCPUProfile(); f.Close() }, nil
 }

@@ -67,6 +67,12 @@ type env struct {
 	// droverRuns are the phase breakdowns of drover's runs at s.hosts.
 	droverRuns []droverRun
 	floorConns floorPool
+	// ctlRuns are the phase breakdowns of drover's control ops.
+	ctlRuns []droverCtlRun
+	// ctlProfiled: the control ops' CPU profile is written.
+	ctlProfiled bool
+	// metricsPort serves the dev server's metrics; 0 when it does not.
+	metricsPort int
 }
 
 func newEnv(ctx context.Context, s settings, bed *testbed.Bed, srv *testbed.Temporal) (*env, error) {
@@ -78,6 +84,7 @@ func newEnv(ctx context.Context, s settings, bed *testbed.Bed, srv *testbed.Temp
 		TemporalAddress: srv.Address, TemporalNamespace: "default", TaskQueue: "bench",
 		Inventory: bed.InventoryPath, LogFormat: "text", LogLevel: "error",
 		SuperviseInterval: supInterval, LimitPolls: 3, MaxConcurrentActivities: 1000, MaxSessionsPerHost: 8,
+		WorkflowTaskPollers: s.wfPollers, ActivityTaskPollers: s.actPollers,
 	}
 	c, err := client.Dial(client.Options{HostPort: srv.Address, Logger: quietLog{}})
 	if err != nil {

@@ -17,12 +17,22 @@
 //	BENCH_SUP_HOSTS    hosts supervised (BENCH_HOSTS)
 //	BENCH_OUT          results directory (bench/results); a run writing
 //	                   elsewhere leaves README.md alone
+//	BENCH_SQLITE_SYNC  full: the dev server's SQLite syncs every transaction
+//	                   (its default); otherwise WAL, synced at checkpoints
+//	BENCH_PARTS        what to measure: status, control (start, restart and
+//	                   stop on BENCH_HOSTS), supervise (status,control,supervise)
+//
+// Flags override the environment: --hosts (BENCH_HOSTS), --runs
+// (BENCH_RUNS), --parts (BENCH_PARTS); `go run ./bench/cmd/bench --hosts 50
+// --parts control` is a quick look at the control ops.
 package main
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"log"
+	"net"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -45,7 +55,20 @@ type settings struct {
 	supervise              time.Duration
 	supHosts               int
 	out, bin               string
+	parts                  []string
+	wfPollers, actPollers  int
 }
+
+// The parts of a bench run.
+const (
+	partStatus    = "status"
+	partControl   = "control"
+	partSupervise = "supervise"
+)
+
+var allParts = []string{partStatus, partControl, partSupervise}
+
+func (s settings) part(p string) bool { return slices.Contains(s.parts, p) }
 
 func envInt(name string, def int) int {
 	if v, err := strconv.Atoi(os.Getenv(name)); err == nil && v > 0 {
@@ -54,14 +77,32 @@ func envInt(name string, def int) int {
 	return def
 }
 
-func loadSettings() (settings, error) {
+func loadSettings(args []string) (settings, error) {
+	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
+	hosts := fs.Int("hosts", envInt("BENCH_HOSTS", 200), "hosts of the main comparison and the control ops")
+	runs := fs.Int("runs", envInt("BENCH_RUNS", 3), "runs per tool at --hosts")
+	parts := fs.String("parts", envOr("BENCH_PARTS", strings.Join(allParts, ",")), "what to measure: "+strings.Join(allParts, ","))
+	if err := fs.Parse(args); err != nil {
+		return settings{}, err
+	}
+	if *hosts < 1 || *runs < 1 {
+		return settings{}, fmt.Errorf("--hosts %d, --runs %d: each must be at least 1", *hosts, *runs)
+	}
 	s := settings{
-		hosts: envInt("BENCH_HOSTS", 200), runs: envInt("BENCH_RUNS", 3), scaleRuns: envInt("BENCH_SCALE_RUNS", 1),
+		hosts: *hosts, runs: *runs, scaleRuns: envInt("BENCH_SCALE_RUNS", 1),
 		fanout: envInt("BENCH_FANOUT", 0), forks: envInt("BENCH_FORKS", 50),
 		out: os.Getenv("BENCH_OUT"), bin: filepath.Join(testbed.ModuleRoot(), "bin"),
 		tools: []string{toolDrover, toolFloor, toolPssh, toolPdsh, toolAnsible},
 	}
+	for _, p := range strings.Split(*parts, ",") {
+		if !slices.Contains(allParts, p) {
+			return s, fmt.Errorf("--parts: unknown part %q; want some of %s", p, strings.Join(allParts, ","))
+		}
+		s.parts = append(s.parts, p)
+	}
 	s.supHosts = envInt("BENCH_SUP_HOSTS", s.hosts)
+	// The worker's shipped defaults.
+	s.wfPollers, s.actPollers = 16, 16
 	if s.out == "" {
 		s.out = defaultOut()
 	}
@@ -90,7 +131,9 @@ func loadSettings() (settings, error) {
 		}
 	}
 	s.supervise = 2 * time.Minute
-	if v := os.Getenv("BENCH_SUPERVISE"); v != "" {
+	if !s.part(partSupervise) {
+		s.supervise = 0
+	} else if v := os.Getenv("BENCH_SUPERVISE"); v != "" {
 		d, err := time.ParseDuration(v)
 		if err != nil {
 			return s, fmt.Errorf("BENCH_SUPERVISE: %v", err)
@@ -100,16 +143,32 @@ func loadSettings() (settings, error) {
 	return s, nil
 }
 
+func envOr(name, def string) string {
+	if v := os.Getenv(name); v != "" {
+		return v
+	}
+	return def
+}
+
 func defaultOut() string { return filepath.Join(testbed.ModuleRoot(), "bench", "results") }
 
-func (s settings) maxHosts() int { return max(slices.Max(s.scale), s.supHosts) }
+func (s settings) maxHosts() int {
+	n := s.hosts
+	if s.part(partStatus) {
+		n = max(n, slices.Max(s.scale))
+	}
+	if s.supervise > 0 {
+		n = max(n, s.supHosts)
+	}
+	return n
+}
 
 func (s settings) has(tool string) bool { return slices.Contains(s.tools, tool) }
 
 func main() {
 	log.SetFlags(log.Ltime)
 	log.SetPrefix("bench: ")
-	s, err := loadSettings()
+	s, err := loadSettings(os.Args[1:])
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -138,7 +197,16 @@ func run(ctx context.Context, s settings) error {
 	rep.bedStart = time.Since(began)
 	availBed := memAvailable()
 
-	srv, err := testbed.StartTemporal(testbed.TemporalOptions{SearchAttributes: workflows.SearchAttributeTypes})
+	metricsPort, err := freePort()
+	if err != nil {
+		return err
+	}
+	srv, err := testbed.StartTemporal(testbed.TemporalOptions{SearchAttributes: workflows.SearchAttributeTypes, MetricsPort: metricsPort,
+		// The dev server's SQLite otherwise syncs the disk at every
+		// transaction, and every host op is a dozen of them: on a shared
+		// disk the engine then measures the disk. A production cluster's
+		// store does not work that way.
+		SQLitePragmas: sqlitePragmas()})
 	if err != nil {
 		return err
 	}
@@ -149,12 +217,24 @@ func run(ctx context.Context, s settings) error {
 	if err != nil {
 		return err
 	}
+	e.metricsPort = metricsPort
 	defer e.close()
 	if err := e.prepareHosts(ctx); err != nil {
 		return err
 	}
+	if s.part(partControl) {
+		log.Printf("control ops: start, restart, stop on %d hosts, %d runs", s.hosts, s.runs)
+		ctl, err := e.controlCompare(ctx, s.hosts, s.runs)
+		if err != nil {
+			return err
+		}
+		rep.control, rep.ctlRuns = ctl, e.ctlRuns
+	}
 
 	for _, size := range s.scale {
+		if !s.part(partStatus) {
+			break
+		}
 		runs := s.scaleRuns
 		if size == s.hosts {
 			runs = s.runs
@@ -180,7 +260,7 @@ func run(ctx context.Context, s settings) error {
 			}
 		}
 	}
-	if s.has(toolDrover) {
+	if s.has(toolDrover) && s.part(partStatus) {
 		rep.drover = e.droverStats()
 	}
 	if s.supervise > 0 {
@@ -195,4 +275,24 @@ func run(ctx context.Context, s settings) error {
 	}
 	rep.took = time.Since(began)
 	return rep.write()
+}
+
+// freePort is a TCP port on 127.0.0.1 nothing listens on now.
+func freePort() (int, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port, nil
+}
+
+// sqlitePragmas is the dev server's SQLite mode: write-ahead log, synced at
+// checkpoints (BENCH_SQLITE_SYNC=full syncs every transaction, the SQLite
+// default).
+func sqlitePragmas() []string {
+	if os.Getenv("BENCH_SQLITE_SYNC") == "full" {
+		return nil
+	}
+	return []string{"journal_mode=wal", "synchronous=normal"}
 }

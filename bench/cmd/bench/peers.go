@@ -29,7 +29,7 @@ func (e *env) peerPair(ctx context.Context, tool string, hosts []*testbed.Host) 
 		return 0, 0, err
 	}
 	defer stopMasters(dir)
-	args, env, err := e.peerCommand(tool, dir, hosts)
+	args, env, err := e.peerCommand(tool, dir, hosts, probeScript)
 	if err != nil {
 		return 0, 0, err
 	}
@@ -56,9 +56,9 @@ func tail(s string) string {
 }
 
 // peerCommand writes the peer's files under dir and returns its command
-// line and environment: a clean HOME, no agent, and an ssh config that
+// line for script and its environment: a clean HOME, no agent, and an ssh config that
 // trusts exactly the bed's known_hosts and asks nothing.
-func (e *env) peerCommand(tool, dir string, hosts []*testbed.Host) ([]string, []string, error) {
+func (e *env) peerCommand(tool, dir string, hosts []*testbed.Host, script string) ([]string, []string, error) {
 	sshConfig := filepath.Join(dir, "ssh_config")
 	conf := strings.Join([]string{
 		"Host *",
@@ -103,10 +103,10 @@ func (e *env) peerCommand(tool, dir string, hosts []*testbed.Host) ([]string, []
 	fanout := strconv.Itoa(max(50, fan))
 	switch tool {
 	case toolPssh:
-		return []string{"parallel-ssh", "-h", hostsFile, "-l", "root", "-p", fanout, "-t", "0", "-i", "-x", "-F " + sshConfig, probeScript}, env, nil
+		return []string{"parallel-ssh", "-h", hostsFile, "-l", "root", "-p", fanout, "-t", "0", "-i", "-x", "-F " + sshConfig, script}, env, nil
 	case toolPdsh:
 		env = append(env, "PDSH_SSH_ARGS=-F "+sshConfig+" -x -l%u %h")
-		return []string{"pdsh", "-R", "ssh", "-f", fanout, "-l", "root", "-w", "^" + hostsFile, probeScript}, env, nil
+		return []string{"pdsh", "-R", "ssh", "-f", fanout, "-l", "root", "-w", "^" + hostsFile, script}, env, nil
 	case toolAnsible:
 		inv := "[bench]\n" + strings.Join(ips, "\n") + "\n\n[all:vars]\nansible_user=root\n"
 		if err := os.WriteFile(filepath.Join(dir, "inventory.ini"), []byte(inv), 0o644); err != nil {
@@ -129,7 +129,7 @@ ssh_args = -F %[3]s
 			return nil, nil, err
 		}
 		env = append(env, "ANSIBLE_CONFIG="+path)
-		return []string{"ansible", "all", "-i", filepath.Join(dir, "inventory.ini"), "-m", "shell", "-a", probeScript}, env, nil
+		return []string{"ansible", "all", "-i", filepath.Join(dir, "inventory.ini"), "-m", "shell", "-a", script}, env, nil
 	}
 	return nil, nil, fmt.Errorf("unknown peer %q", tool)
 }

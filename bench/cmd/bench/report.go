@@ -33,6 +33,9 @@ type report struct {
 	sup    *supResult
 	supErr error
 
+	control map[string]ctlMeasure // by op
+	ctlRuns []droverCtlRun
+
 	availBefore             int64
 	memPerHost, memListener float64 // bytes
 }
@@ -54,13 +57,17 @@ func (r *report) write() error {
 	if err := os.WriteFile(path, []byte(md), 0o644); err != nil {
 		return err
 	}
+	log.Printf("wrote %s", path)
+	if !r.settings.part(partStatus) {
+		return nil // no scaling series; a partial run leaves the README alone
+	}
 	png := filepath.Join(r.settings.out, "scaling.png")
 	if err := r.plot(png); err != nil {
 		return fmt.Errorf("plot: %w", err)
 	}
-	log.Printf("wrote %s and %s", path, png)
-	if r.settings.out != defaultOut() {
-		return nil // a trial run elsewhere leaves the README alone
+	log.Printf("wrote %s", png)
+	if r.settings.out != defaultOut() || len(r.settings.parts) != len(allParts) {
+		return nil // a trial run elsewhere, or of some parts, leaves the README alone
 	}
 	return refreshReadme(filepath.Join(testbed.ModuleRoot(), "README.md"), md)
 }
@@ -132,6 +139,13 @@ func (r *report) markdown() string {
 	w := func(format string, a ...any) { fmt.Fprintf(&b, format, a...) }
 	n := r.settings.hosts
 	runs := r.settings.runs
+	if r.control != nil {
+		r.controlMarkdown(&b)
+	}
+	if !r.settings.part(partStatus) {
+		r.tailMarkdown(&b)
+		return b.String()
+	}
 	w("### Status of one process on %d hosts (median of %d runs)\n\n", n, runs)
 	w("Measured %s on %s.\n\n", r.began.UTC().Format("2006-01-02 15:04 UTC"), strings.Join(r.machine, ", "))
 	w("| tool | cold | warm | drover/tool cold | drover/tool warm |\n|---|---|---|---|---|\n")
@@ -219,6 +233,14 @@ func (r *report) markdown() string {
 		w("The worker's CPU profile of the first cold and warm op is `bench/results/drover-cpu.pprof` (`go tool pprof -top bench/results/drover-cpu.pprof`).\n\n")
 	}
 
+	r.tailMarkdown(&b)
+	return b.String()
+}
+
+// tailMarkdown is the supervision table and the settings line.
+func (r *report) tailMarkdown(b *strings.Builder) {
+	w := func(format string, a ...any) { fmt.Fprintf(b, format, a...) }
+	n, runs := r.settings.hosts, r.settings.runs
 	if r.supErr != nil {
 		w("Supervision cost: not measured, the run failed: %v\n\n", r.supErr)
 	}
@@ -236,7 +258,6 @@ func (r *report) markdown() string {
 	}
 	w("Settings: BENCH_HOSTS=%d BENCH_RUNS=%d BENCH_SCALE=%s BENCH_SCALE_RUNS=%d; pssh -p and pdsh -f = max(50, hosts), Ansible forks %d with pipelining. The whole bench took %s.\n",
 		n, runs, joinInts(r.settings.scale), r.settings.scaleRuns, r.settings.forks, r.took.Round(time.Second))
-	return b.String()
 }
 
 func toolLabel(tool string, s settings) string {

@@ -1,0 +1,200 @@
+package activities
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/drover-sh/drover/policies"
+	"github.com/drover-sh/drover/proc"
+)
+
+// checked is a post-check probe made in the same exec as its command.
+type checked struct {
+	p probeResult
+	f *proc.HostResult
+}
+
+// checkMarker separates a control script's output from the probe that
+// follows it in one exec. No probe line can be it: each starts with its
+// record letter and a tab.
+const checkMarker = "__drover_check__"
+
+// checkedControlScript runs control, then, when its command completed (with
+// status 0, or any status when anyExit), waits wait and runs probe: the
+// post-check costs no SSH round trip of its own. The control script's
+// output is buffered by the command substitution; it is bounded (the
+// command's own output is cut at 4 KiB).
+func checkedControlScript(control, probe string, wait time.Duration, anyExit bool) string {
+	done := `*"` + trailer + ` rc=0 timeout=0"`
+	if anyExit {
+		done = `*" timeout=0"` // not a setup failure, which ends with setup=...
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "__c=$(\n%s\n)\nprintf '%%s\\n' \"$__c\"\ncase $__c in %s) ;; *) exit 0 ;; esac\nprintf '%s\\n'\n",
+		control, done, checkMarker)
+	if wait > 0 {
+		fmt.Fprintf(&b, "sleep %s\n", strconv.FormatFloat(wait.Seconds(), 'f', 3, 64))
+	}
+	b.WriteString(probe)
+	return b.String()
+}
+
+// splitChecked cuts a checked control script's output into the control
+// part and the probe's, if the probe ran.
+func splitChecked(out string) (control, probe string, probed bool) {
+	i := strings.LastIndex(out, "\n"+checkMarker+"\n")
+	if i < 0 {
+		return out, "", false
+	}
+	return out[:i+1], out[i+len(checkMarker)+2:], true
+}
+
+// controlThenCheck runs a control command and, on a platform that can,
+// the post-check probe after wait in the same exec. It returns the
+// command's failure, if any, and the probe when it ran.
+func (r *opRun) controlThenCheck(verb, cmd string, wait time.Duration, anyExit bool) (*proc.HostResult, *checked) {
+	if r.plat.checkedControlScript(r.spec, cmd, wait, anyExit) == "" {
+		return r.runControl(verb, cmd), nil
+	}
+	if r.a.Sleep != nil {
+		// Tests shorten waits in Go; the host then waits nothing.
+		if err := r.a.Sleep(r.ctx, wait); err != nil {
+			f := proc.Fail(proc.CodeTimeout, "post-check interrupted: %v", err)
+			return &f, nil
+		}
+		wait = 0
+	}
+	// The control part notes its process group, as runControl's does, so
+	// a cancelled task ends the command it started.
+	control, pidFile := r.notedControl(cmd)
+	script := checkedControlScript(control, r.plat.statusScript(r.spec, 0, false), wait, anyExit)
+	res, err := r.a.Runner.Run(r.ctx, r.host, r.command(script, r.spec.OpTimeout+15*time.Second+wait))
+	if err != nil {
+		r.endIfCancelled(pidFile)
+		f := transportFailure(err)
+		return &f, nil
+	}
+	ctl, probe, probed := splitChecked(string(res.Stdout))
+	o, complete := parseControl(ctl)
+	if !complete {
+		f := proc.Fail(proc.CodeCommandFailed, "%s command did not finish (exit %d): %s", verb, res.ExitCode, firstNonEmpty(o.Output, trim(string(res.Stderr))))
+		return &f, nil
+	}
+	f := controlFailure(verb, r.spec, o)
+	if !probed || (f != nil && !anyExit) {
+		return f, nil
+	}
+	p, pf := r.readProbe(res.ExitCode, probe, string(res.Stderr), false)
+	return f, &checked{p: p, f: pf}
+}
+
+// startAndCheck runs a start-like command, then checks the process stays
+// alive through the start-check window.
+func (r *opRun) startAndCheck(verb, cmd string) HostOpOutput {
+	f, first := r.controlThenCheck(verb, cmd, r.spec.StartCheck, false)
+	if f != nil {
+		return r.withLog(failed(*f))
+	}
+	p, f := r.postStartCheck(first)
+	if f != nil {
+		return failed(*f)
+	}
+	if !p.alive {
+		if r.spec.AutoType != proc.AutoResident {
+			// A one-shot or periodic run may be done already: success.
+			return HostOpOutput{Result: ok(), Started: true}
+		}
+		return r.withLog(observe(HostOpOutput{Result: proc.Fail(proc.CodePostCheck,
+			"%s process (%s) failed, for post-check status not alive, %s after the %s command",
+			verb, r.spec.ProcName, policies.StartCheckSpan(r.spec), verb)}, p))
+	}
+	return observe(HostOpOutput{Result: ok(), Started: true}, p)
+}
+
+// postStartCheck checks liveness at StartCheck (first, when the command's
+// exec already did), then each second until StartCheckEnd; the first dead
+// check ends it.
+func (r *opRun) postStartCheck(first *checked) (probeResult, *proc.HostResult) {
+	if first == nil {
+		if err := r.sleep(r.spec.StartCheck); err != nil {
+			f := proc.Fail(proc.CodeTimeout, "post-check interrupted: %v", err)
+			return probeResult{}, &f
+		}
+	}
+	for waited := r.spec.StartCheck; ; waited += time.Second {
+		var p probeResult
+		var f *proc.HostResult
+		if first != nil {
+			p, f, first = first.p, first.f, nil
+		} else {
+			p, f = r.probe(0, false)
+		}
+		if f != nil || !p.alive || waited >= r.spec.StartCheckEnd {
+			return p, f
+		}
+		if err := r.sleep(time.Second); err != nil {
+			f := proc.Fail(proc.CodeTimeout, "post-check interrupted: %v", err)
+			return probeResult{}, &f
+		}
+	}
+}
+
+// endByCommand runs stop_cmd or kill_cmd and judges the op by its outcome:
+// the caller asked for the process to be gone. Real stop scripts exit
+// non-zero once the process has already gone (a second kill finds nothing),
+// so a command that exited non-zero still answers 0 when the process is
+// gone after the check, and error_msg says how the command exited. A
+// command that ran past op_timeout, or a host that could not be reached,
+// stays a failure: nothing is known of the outcome then.
+func (r *opRun) endByCommand(verb, cmd string, before probeResult) HostOpOutput {
+	f, first := r.controlThenCheck(verb, cmd, 0, true)
+	if f != nil && f.Code != proc.CodeCommandFailed {
+		return failed(*f)
+	}
+	out := r.waitGone(verb, before, r.spec.StopCheck, first)
+	if f == nil {
+		return out
+	}
+	switch out.Result.Code {
+	case proc.CodeSuccess:
+		out.Result.Message = fmt.Sprintf("process(%s) is gone, but the %s", r.spec.ProcName, f.Message)
+	case proc.CodePostCheck:
+		out.Result.Message += "; the " + f.Message
+	}
+	return out
+}
+
+// waitGone checks, for up to wait, that the probed incarnation is gone;
+// first, when given, is the first check, made by the command's exec.
+func (r *opRun) waitGone(verb string, before probeResult, wait time.Duration, first *checked) HostOpOutput {
+	deadline := wait
+	for waited := time.Duration(0); ; waited += time.Second {
+		var p probeResult
+		var f *proc.HostResult
+		if first != nil {
+			p, f, first = first.p, first.f, nil
+		} else {
+			p, f = r.probe(0, false)
+		}
+		if f != nil {
+			return failed(*f)
+		}
+		gone := !p.alive || !proc.SameIncarnation(p.sample, before.sample.StartTicks)
+		if gone && !p.alive {
+			return HostOpOutput{Result: ok()}
+		}
+		if waited >= deadline {
+			if gone {
+				// Something else started a new incarnation meanwhile.
+				return observe(HostOpOutput{Result: ok()}, p)
+			}
+			return observe(HostOpOutput{Result: proc.Fail(proc.CodePostCheck,
+				"%s process (%s) failed, for post-check status still alive, pid %d", verb, r.spec.ProcName, p.sample.Pid)}, p)
+		}
+		if err := r.sleep(time.Second); err != nil {
+			return failed(proc.Fail(proc.CodeTimeout, "post-check interrupted: %v", err))
+		}
+	}
+}

@@ -1,0 +1,106 @@
+package activities
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"os/user"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/drover-sh/drover/inventory"
+	"github.com/drover-sh/drover/proc"
+	"github.com/drover-sh/drover/transport"
+)
+
+// recordingRunner runs scripts locally and keeps what each exec printed.
+type recordingRunner struct {
+	localRunner
+	mu   sync.Mutex
+	outs []string
+}
+
+func (r *recordingRunner) Run(ctx context.Context, h inventory.Host, cmd transport.Command) (transport.Result, error) {
+	res, err := r.localRunner.Run(ctx, h, cmd)
+	r.mu.Lock()
+	r.outs = append(r.outs, string(res.Stdout))
+	r.mu.Unlock()
+	return res, err
+}
+
+func (r *recordingRunner) take() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := r.outs
+	r.outs = nil
+	return out
+}
+
+// TestControlAndItsCheckShareOneExec: a start is a probe and one exec that
+// runs start_cmd, waits start_check and checks; a stop is a probe and one
+// exec that runs stop_cmd and checks, even when stop_cmd exits non-zero; a
+// start whose command fails neither waits nor checks.
+func TestControlAndItsCheckShareOneExec(t *testing.T) {
+	me, err := user.Current()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	sleep, err := exec.LookPath("sleep")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(sleep)
+	must(t, err)
+	must(t, os.WriteFile(filepath.Join(dir, "svcprog"), b, 0o755))
+	pidFile := filepath.Join(dir, "svcprog.pid")
+	t.Cleanup(func() { _ = exec.Command("sh", "-c", "kill $(cat '"+pidFile+"') 2>/dev/null").Run() })
+	inv, err := inventory.New("", inventory.Host{}, nil, []inventory.Host{{IP: "10.0.0.1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runner := &recordingRunner{}
+	a := &Activities{Inventory: inv, Runner: runner}
+	spec := proc.Spec{ProcName: "svcprog", SetupPath: dir, PidPath: pidFile, Account: me.Username, AutoType: proc.AutoResident,
+		// The command prints the marker itself: only the script's own
+		// separates the command's output from the check's.
+		StartCmd:   "echo " + checkMarker + "; ./svcprog 60 </dev/null >/dev/null 2>&1 & echo $! > svcprog.pid",
+		StopCmd:    "kill $(cat svcprog.pid); exit 3",
+		StartCheck: 100 * time.Millisecond, StopCheck: time.Second, OpTimeout: 30 * time.Second}
+	run := func(op proc.OpType, s proc.Spec) HostOpOutput {
+		t.Helper()
+		out, err := a.HostOp(context.Background(), HostOpInput{Op: op, Target: proc.Target{IP: "10.0.0.1"},
+			Process: proc.ProcessID{Namespace: "gse", Name: "svcprog"}, Spec: s})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+
+	out := run(proc.OpStart, spec)
+	checkMessage(t, "start", out.Result, proc.CodeSuccess)
+	if !out.Alive || out.Pid == 0 {
+		t.Fatalf("start: the check saw no live process: %+v", out)
+	}
+	if outs := runner.take(); len(outs) != 2 || !strings.Contains(outs[1], "\n"+checkMarker+"\nH\t") {
+		t.Fatalf("start: want a probe, then start_cmd and its check in one exec; got %d execs: %q", len(outs), outs)
+	}
+
+	out = run(proc.OpStop, spec)
+	checkMessage(t, "stop", out.Result, proc.CodeSuccess, "process(svcprog) is gone, but the stop command exited 3")
+	if outs := runner.take(); len(outs) != 2 {
+		t.Fatalf("stop: want a probe, then stop_cmd and its check in one exec; got %d execs: %q", len(outs), outs)
+	}
+
+	failing := spec
+	failing.StartCmd, failing.StartCheck = "echo cannot start; exit 4", time.Hour
+	out = run(proc.OpStart, failing)
+	checkMessage(t, "failing start", out.Result, proc.CodeCommandFailed, "start command exited 4: cannot start")
+	outs := runner.take()
+	if len(outs) != 2 || strings.Contains(outs[1], "\n"+checkMarker+"\n") {
+		t.Fatalf("failing start: its exec must end without waiting or checking; got %q", outs)
+	}
+}

@@ -1,0 +1,48 @@
+package policies
+
+import (
+	"time"
+
+	"github.com/drover-sh/drover/proc"
+)
+
+// A task's host requests wait in their hosts' queues: a host workflow runs
+// its ops one at a time. Each request carries the latest time it may still
+// start; one its host dequeues later is not run and answers 9105, so a task
+// that has given up on a host never has that host act on its behalf later.
+
+// DeliveryAllowance is the time a request may take to reach its host's
+// workflow and be dequeued when the host is idle: a loaded engine has been
+// seen to take over a minute for a 100-host task on a busy machine, and an
+// op refused for the engine's slowness would be refused for nothing.
+const DeliveryAllowance = 2 * time.Minute
+
+// Deadlines gives each of a task's items, issued at issued, the latest time
+// its host may start it: DeliveryAllowance, plus the items of the same task
+// ahead of it on the same host, each for its whole bound (HostOpDeadline),
+// plus one bound of its own for whatever the host was already doing
+// (another task's op, a supervision restart). Had every one of them used
+// its whole bound, the item would still start in time. An item's spec is
+// its inline spec; without one (the host's registered spec is used) the
+// defaults bound it here.
+func Deadlines(issued time.Time, op proc.OpType, items []proc.Item) []time.Time {
+	out := make([]time.Time, len(items))
+	waited := map[proc.HostID]time.Duration{}
+	for i, it := range items {
+		var spec proc.Spec
+		if it.Spec != nil {
+			spec = *it.Spec
+		}
+		own := HostOpDeadline(op, WithDefaults(spec))
+		h := it.Target.HostID()
+		out[i] = issued.Add(DeliveryAllowance + waited[h] + own)
+		waited[h] += own
+	}
+	return out
+}
+
+// Passed reports whether a request with deadline was dequeued too late to
+// run; the zero deadline (a request from before deadlines) never passes.
+func Passed(deadline, now time.Time) bool {
+	return !deadline.IsZero() && now.After(deadline)
+}

@@ -1,0 +1,175 @@
+package workflows
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/drover-sh/drover/activities"
+	"github.com/drover-sh/drover/policies"
+	"github.com/drover-sh/drover/proc"
+)
+
+// Cancelling a task (starter cancel, POST /api/v2/proc/drover/cancel_task)
+// signals its Operate workflow, which tells each of its hosts with a
+// CancelTaskSignal carrying the task id. A host drops the task's queued
+// requests (and any that arrive later), and cancels the task's running op:
+// its activity's context ends, and with it the remote command. Every item
+// is answered by its host, so each key says what happened there: its own
+// result when it had finished, else 9109 saying whether it ran.
+
+const (
+	// CancelSignal (to Operate, no payload) cancels the task.
+	CancelSignal = "cancel"
+	// CancelTaskSignal (to Host) carries the id of a cancelled task, or
+	// of one cancelled request ("<task id>#<index>").
+	CancelTaskSignal = "cancel-task"
+	// VersionCancelTask guards acting on either signal: a history in
+	// which one was ignored replays ignoring it.
+	VersionCancelTask = "cancel-task"
+)
+
+// maxCancelledTasks bounds the cancelled ids a host remembers; a request
+// of a cancelled task arrives within seconds of the cancel.
+const maxCancelledTasks = 100
+
+// taskOf is the task a request belongs to: its id is "<task id>#<index>".
+func taskOf(req HostRequest) string {
+	if i := strings.LastIndexByte(req.RequestID, '#'); i > 0 {
+		return req.RequestID[:i]
+	}
+	return ""
+}
+
+// notRunCancelled answers a request of a cancelled task that never ran.
+func notRunCancelled(req HostRequest) proc.HostResult {
+	return proc.Fail(proc.CodeCancelled, "cancelled: not run (task %s was cancelled before this host started it)", taskOf(req))
+}
+
+// cancels reports whether a cancel of id (a task, or one request) covers req.
+func cancels(id string, req HostRequest) bool {
+	return id != "" && (id == req.RequestID || id == taskOf(req))
+}
+
+// takeCancels applies every cancel already delivered, without blocking.
+func (h *host) takeCancels(ctx workflow.Context) {
+	var id string
+	for h.cancels.ReceiveAsync(&id) {
+		h.cancelTask(ctx, id)
+	}
+}
+
+// cancelTask remembers a cancelled task (or request) and answers its
+// queued requests. It reports false when the history predates cancels
+// (the signal is ignored, as it was then).
+func (h *host) cancelTask(ctx workflow.Context, id string) bool {
+	if id == "" || workflow.GetVersion(ctx, VersionCancelTask, workflow.DefaultVersion, 1) < 1 {
+		return false
+	}
+	if !slices.Contains(h.CancelledTasks, id) {
+		h.CancelledTasks = append(h.CancelledTasks, id)
+		if len(h.CancelledTasks) > maxCancelledTasks {
+			h.CancelledTasks = h.CancelledTasks[len(h.CancelledTasks)-maxCancelledTasks:]
+		}
+	}
+	h.drain()
+	kept := h.Queue[:0]
+	var dropped []HostRequest
+	for _, req := range h.Queue {
+		if cancels(id, req) && !h.seen(req.RequestID) {
+			dropped = append(dropped, req)
+			continue
+		}
+		kept = append(kept, req)
+	}
+	h.Queue = kept
+	for _, req := range dropped {
+		h.remember(req.RequestID)
+		h.reply(ctx, req, notRunCancelled(req))
+	}
+	return true
+}
+
+// cancelled reports whether req belongs to a cancelled task, or was
+// cancelled itself.
+func (h *host) cancelled(req HostRequest) bool {
+	for _, id := range h.CancelledTasks {
+		if cancels(id, req) {
+			return true
+		}
+	}
+	return false
+}
+
+// awaitOp waits for a task's op on the host while taking cancels; a cancel
+// of the op's own task cancels its activity, which ends the remote command,
+// and the op's answer then says so, with the process's state after.
+func (h *host) awaitOp(ctx workflow.Context, req HostRequest, e Entry, fut workflow.Future, cancel workflow.CancelFunc, out *activities.HostOpOutput) error {
+	cancelled := false
+	var err error
+	for done := false; !done; {
+		sel := workflow.NewSelector(ctx)
+		sel.AddFuture(fut, func(f workflow.Future) { err, done = f.Get(ctx, out), true })
+		sel.AddReceive(h.cancels, func(c workflow.ReceiveChannel, _ bool) {
+			var t string
+			c.Receive(ctx, &t)
+			if h.cancelTask(ctx, t) && cancels(t, req) && !cancelled {
+				cancelled = true
+				cancel()
+			}
+		})
+		sel.Select(ctx)
+	}
+	if !cancelled {
+		return err
+	}
+	// HostOp answers with a result whatever happens on the host, also
+	// when its context ends: a cancelled error means no attempt started.
+	var ce *temporal.CanceledError
+	switch {
+	case errors.As(err, &ce):
+		*out = activities.HostOpOutput{Result: notRunCancelled(req)}
+		return nil
+	case err == nil && out.Result.Code == proc.CodeSuccess:
+		return nil // it finished before the cancel reached it
+	}
+	what := "it was ended"
+	if err == nil {
+		what = "it was ended (" + out.Result.Message + ")"
+	}
+	*out = activities.HostOpOutput{Result: proc.Fail(proc.CodeCancelled, "cancelled while running: %s; %s",
+		what, h.stateAfter(ctx, req, e))}
+	return nil
+}
+
+// stateAfter probes the process after a cancelled op, so the answer says
+// what the host was left with.
+func (h *host) stateAfter(ctx workflow.Context, req HostRequest, e Entry) string {
+	spec := policies.WithDefaults(e.Spec)
+	spec.OpTimeout = policies.StatusProbeTimeout(spec.OpTimeout)
+	actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		StartToCloseTimeout: policies.HostOpDeadline(proc.OpStatus, spec),
+		HeartbeatTimeout:    policies.HeartbeatTimeout,
+		RetryPolicy:         &temporal.RetryPolicy{InitialInterval: time.Second, MaximumAttempts: 2},
+	})
+	var a *activities.Activities
+	var out activities.HostOpOutput
+	err := workflow.ExecuteActivity(actx, a.HostOp, activities.HostOpInput{
+		RequestID: req.RequestID + "/probe", Op: proc.OpStatus, Target: req.Target, Process: req.Process, Spec: spec,
+		Registration: e.Registration,
+	}).Get(ctx, &out)
+	switch {
+	case err != nil:
+		return "the process could not be probed after: " + oneLine(err.Error())
+	case out.Result.Code == proc.CodeSuccess:
+		return fmt.Sprintf("process %s is running", spec.ProcName)
+	case out.Result.Code == proc.CodeNotRunning:
+		return fmt.Sprintf("process %s is not running", spec.ProcName)
+	}
+	return "the process could not be probed after: " + out.Result.Message
+}

@@ -1,0 +1,178 @@
+package workflows
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/drover-sh/drover/policies"
+	"github.com/drover-sh/drover/proc"
+)
+
+// HostCancel is one cancel to hand to a host workflow: a task id, or one
+// request's id.
+type HostCancel struct {
+	Host proc.HostID `json:"host"`
+	ID   string      `json:"id"`
+}
+
+// CancelHostsInput lists the cancels of one Operate workflow (at most
+// ChunkSize hosts' worth).
+type CancelHostsInput struct {
+	Cancels []HostCancel `json:"cancels"`
+}
+
+// CancelHosts signals each host workflow a cancel. A host without a
+// workflow, or with a closed one, has nothing of the task to cancel.
+func (d *Dispatcher) CancelHosts(ctx context.Context, in CancelHostsInput) error {
+	var mu sync.Mutex
+	var firstErr error
+	sem := make(chan struct{}, dispatchParallel)
+	var wg sync.WaitGroup
+	for i, c := range in.Cancels {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func(c HostCancel) {
+			defer func() { <-sem; wg.Done() }()
+			err := d.Client.SignalWorkflow(ctx, HostWorkflowID(c.Host), "", CancelTaskSignal, c.ID)
+			var nf *serviceerror.NotFound
+			if err != nil && !errors.As(err, &nf) {
+				mu.Lock()
+				if firstErr == nil {
+					firstErr = err
+				}
+				mu.Unlock()
+			}
+		}(c)
+		if i%100 == 0 {
+			activity.RecordHeartbeat(ctx, i)
+		}
+	}
+	wg.Wait()
+	return firstErr
+}
+
+// cancelOnHosts hands cancels to the hosts and waits until they have them.
+func (op *operation) cancelOnHosts(ctx workflow.Context, cancels []HostCancel) error {
+	if len(cancels) == 0 {
+		return nil
+	}
+	actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		StartToCloseTimeout: 5 * time.Minute,
+		HeartbeatTimeout:    policies.HeartbeatTimeout,
+		RetryPolicy:         &temporal.RetryPolicy{InitialInterval: time.Second, MaximumAttempts: 5},
+	})
+	var d *Dispatcher
+	return workflow.ExecuteActivity(actx, d.CancelHosts, CancelHostsInput{Cancels: cancels}).Get(ctx, nil)
+}
+
+// cancel cancels the task on every host it has items on; the hosts then
+// answer every item. It reports false when the history predates cancels.
+func (op *operation) cancel(ctx workflow.Context) bool {
+	if op.cancelled || workflow.GetVersion(ctx, VersionCancelTask, workflow.DefaultVersion, 1) < 1 {
+		return false
+	}
+	op.cancelled = true
+	var cancels []HostCancel
+	seen := map[proc.HostID]bool{}
+	for i, it := range op.in.Items {
+		h := it.Target.HostID()
+		if seen[h] || op.results[i].Code != proc.CodeRunning || !it.Target.Resolved() {
+			continue
+		}
+		seen[h] = true
+		cancels = append(cancels, HostCancel{Host: h, ID: op.in.TaskID})
+	}
+	if err := op.cancelOnHosts(ctx, cancels); err != nil {
+		workflow.GetLogger(ctx).Warn("cancel could not reach every host", "task", op.in.TaskID, "error", err)
+	}
+	return true
+}
+
+// undelivered answers items Dispatch could not be sure it handed over.
+// Each may have reached its host, so it is cancelled there, by its own
+// request id, before it is reported: a host then drops it whenever it
+// arrives. The hosts answer those that did arrive; until the items'
+// deadlines pass (a request not started by then never runs) the task
+// waits for those answers, and the rest are answered 9199, not run.
+func (op *operation) undelivered(ctx workflow.Context, items []int, issued time.Time, why string) {
+	if len(items) == 0 {
+		return
+	}
+	if workflow.GetVersion(ctx, VersionCancelTask, workflow.DefaultVersion, 1) < 1 {
+		for _, i := range items {
+			op.set(i, proc.HostResult{Code: proc.CodeInternal, Message: why})
+		}
+		return
+	}
+	deadlines := policies.Deadlines(issued, op.in.Op, op.in.Items)
+	var latest time.Time
+	var cancels []HostCancel
+	for _, i := range items {
+		it := op.in.Items[i]
+		cancels = append(cancels, HostCancel{Host: it.Target.HostID(), ID: fmt.Sprintf("%s#%d", op.in.TaskID, op.in.Offset+i)})
+		if deadlines[i].After(latest) {
+			latest = deadlines[i]
+		}
+	}
+	if err := op.cancelOnHosts(ctx, cancels); err != nil {
+		workflow.GetLogger(ctx).Warn("cancel of undelivered items could not reach every host", "task", op.in.TaskID, "error", err)
+	}
+	waiting := func() bool {
+		for _, i := range items {
+			if op.results[i].Code == proc.CodeRunning {
+				return true
+			}
+		}
+		return false
+	}
+	op.awaitReplies(ctx, max(latest.Sub(workflow.Now(ctx)), time.Second), waiting, func() {
+		for _, i := range items {
+			op.set(i, proc.HostResult{Code: proc.CodeInternal, Message: why + "; it was not run"})
+		}
+	})
+}
+
+// cancelChunks forwards a cancel of a task split into chunks to the chunks
+// still running.
+func (op *operation) cancelChunks(ctx workflow.Context, futs []workflow.ChildWorkflowFuture) {
+	if op.cancelled || workflow.GetVersion(ctx, VersionCancelTask, workflow.DefaultVersion, 1) < 1 {
+		return
+	}
+	op.cancelled = true
+	for _, f := range futs {
+		if !f.IsReady() {
+			f.SignalChildWorkflow(ctx, CancelSignal, nil)
+		}
+	}
+}
+
+// CancelTask asks a running task to cancel. done reports a task that had
+// already finished: there is nothing left to cancel.
+func CancelTask(ctx context.Context, c client.Client, taskID string) (done bool, err error) {
+	desc, err := c.DescribeWorkflowExecution(ctx, taskID, "")
+	var nf *serviceerror.NotFound
+	if errors.As(err, &nf) {
+		return false, fmt.Errorf("%w: %s", ErrTaskNotFound, taskID)
+	}
+	if err != nil {
+		return false, err
+	}
+	if desc.GetWorkflowExecutionInfo().GetStatus() != enums.WORKFLOW_EXECUTION_STATUS_RUNNING {
+		return true, nil
+	}
+	err = c.SignalWorkflow(ctx, taskID, "", CancelSignal, nil)
+	if errors.As(err, &nf) {
+		return true, nil // it finished meanwhile
+	}
+	return false, err
+}

@@ -1,0 +1,154 @@
+package workflows
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+
+	"go.temporal.io/sdk/activity"
+
+	"github.com/drover-sh/drover/activities"
+	"github.com/drover-sh/drover/inventory"
+	"github.com/drover-sh/drover/policies"
+	"github.com/drover-sh/drover/proc"
+)
+
+// StatusInput is a batch of status items probed by one activity.
+type StatusInput struct {
+	TaskID string      `json:"task_id"`
+	Items  []proc.Item `json:"items"`
+	Offset int         `json:"offset"`
+}
+
+// Status probes a batch of items directly, without their host workflows: a
+// read needs no serialising, and one activity for many hosts keeps the
+// engine's cost per host small. Registered specs are read from each host
+// workflow's registry query, once per host.
+func (d *Dispatcher) Status(ctx context.Context, in StatusInput) ([]HostReply, error) {
+	// Heartbeat while registries are read, too: on a new worker, reading a
+	// hundred of them can outlast the heartbeat timeout before any probe
+	// (which heartbeats) has begun.
+	defer activities.KeepAlive(ctx)()
+	out := make([]HostReply, len(in.Items))
+	registries := newRegistryCache(d.Client, &d.known)
+	sem := make(chan struct{}, statusParallel)
+	var wg sync.WaitGroup
+	var done atomic.Int64
+	for i, it := range in.Items {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func(i int, it proc.Item) {
+			defer func() { <-sem; wg.Done() }()
+			out[i] = HostReply{Index: in.Offset + i, Result: d.statusOne(ctx, registries, in.TaskID, it)}
+			if n := done.Add(1); n%50 == 0 {
+				activity.RecordHeartbeat(ctx, n)
+			}
+		}(i, it)
+	}
+	wg.Wait()
+	return out, nil
+}
+
+// statusParallel bounds concurrent probes in one status batch; the SSH pool
+// further bounds sessions per host.
+const statusParallel = 256
+
+func (d *Dispatcher) statusOne(ctx context.Context, registries *registryCache, taskID string, it proc.Item) proc.HostResult {
+	host, ok := d.Inventory.Lookup(it.Target.HostID())
+	if !ok {
+		return unknownHost(it.Target)
+	}
+	// A cold worker has no connection yet: the handshake overlaps the
+	// registry query instead of following it. A failed dial is not
+	// cached, so the probe's own Run reports it.
+	if c, ok := d.Acts.Runner.(connector); ok {
+		go func() { _ = c.Connect(ctx, host) }()
+	}
+	// While the registry is read, probe by the one read last time: status
+	// only reads, so a probe made by a registry that has since changed is
+	// simply dropped.
+	id := HostWorkflowID(it.Target.HostID())
+	var early chan proc.HostResult
+	var stopEarly context.CancelFunc = func() {}
+	v0, known, ok := d.known.latest(id)
+	if ok {
+		if in, res := statusInput(it, known, taskID); res == nil {
+			var ectx context.Context
+			ectx, stopEarly = context.WithCancel(ctx)
+			early = make(chan proc.HostResult, 1)
+			go func() { early <- d.probeStatus(ectx, in) }()
+		}
+	}
+	defer stopEarly()
+	entries, v, err := registries.get(ctx, it.Target.HostID())
+	if err == nil && early != nil && v == v0 {
+		return <-early
+	}
+	if early != nil {
+		stopEarly()
+		<-early
+	}
+	var lost *HostLostError
+	switch {
+	case errors.As(err, &lost) && it.Spec == nil:
+		return hostLost(lost.Host, lost.Status)
+	case errors.As(err, &lost):
+		// An inline spec needs no registry: the probe still answers.
+		entries, err = nil, nil
+	case err != nil:
+		return proc.HostResult{Code: proc.CodeInternal, Message: oneLine(fmt.Sprintf("read the registry of %s: %v", id, err))}
+	}
+	in, res := statusInput(it, entries, taskID)
+	if res != nil {
+		return *res
+	}
+	return d.probeStatus(ctx, in)
+}
+
+// statusInput is the probe of item it by a host's registry entries, or the
+// item's answer when the registry rules a probe out.
+func statusInput(it proc.Item, entries []Entry, taskID string) (activities.HostOpInput, *proc.HostResult) {
+	var entry Entry
+	if it.Spec != nil {
+		entry = Entry{Process: it.Process, Spec: *it.Spec}
+	}
+	found := false
+	for _, e := range entries {
+		if e.Process == it.Process {
+			found = true
+			if it.Spec == nil {
+				entry = e
+			} else {
+				entry.Registration = e.Registration
+			}
+		}
+	}
+	if it.Spec == nil && !found {
+		r := proc.Fail(proc.CodeNotRegistered, "process %s/%s is not registered on host %s; register it with register_proc_info",
+			it.Process.Namespace, it.Process.Name, it.Target.HostID())
+		return activities.HostOpInput{}, &r
+	}
+	spec := policies.WithDefaults(entry.Spec)
+	// A hung host must fail alone, within its own probe's bound, never by
+	// running its batch past the batch's deadline.
+	spec.OpTimeout = policies.StatusProbeTimeout(spec.OpTimeout)
+	return activities.HostOpInput{
+		RequestID: taskID, Op: proc.OpStatus, Target: it.Target, Process: it.Process,
+		Spec: spec, Registration: entry.Registration,
+	}, nil
+}
+
+func (d *Dispatcher) probeStatus(ctx context.Context, in activities.HostOpInput) proc.HostResult {
+	out, err := d.Acts.HostOp(ctx, in)
+	if err != nil {
+		return proc.HostResult{Code: proc.CodeInternal, Message: oneLine(err.Error())}
+	}
+	return out.Result
+}
+
+// connector is a Runner that can connect ahead of its first command.
+type connector interface {
+	Connect(ctx context.Context, host inventory.Host) error
+}
