@@ -265,8 +265,11 @@ func TestTaskDeadlinesAllowForTheWholeTask(t *testing.T) {
 	issued := time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
 	items := []proc.Item{{Target: proc.Target{IP: "10.0.0.1"}}}
 	own := HostOpDeadline(proc.OpStart, WithDefaults(proc.Spec{}))
-	if got, want := TaskDeadlines(issued, proc.OpStart, items, 10000)[0], issued.Add(DeliveryAllowance+100*DeliveryPerHundred+own); !got.Equal(want) {
+	if got, want := TaskDeadlines(issued, proc.OpStart, items, 10000)[0], issued.Add(DeliveryAllowance+MaxDeliveryExtra+own); !got.Equal(want) {
 		t.Fatalf("chunk of 10,000: deadline %s after issue, want %s", got.Sub(issued), want.Sub(issued))
+	}
+	if got, want := TaskDeadlines(issued, proc.OpStart, items, 1000)[0], issued.Add(DeliveryAllowance+10*DeliveryPerHundred+own); !got.Equal(want) {
+		t.Fatalf("chunk of 1,000: deadline %s after issue, want %s", got.Sub(issued), want.Sub(issued))
 	}
 	if got, want := Deadlines(issued, proc.OpStart, items)[0], issued.Add(DeliveryAllowance+own); !got.Equal(want) {
 		t.Fatalf("one item: deadline %s after issue, want %s", got.Sub(issued), want.Sub(issued))
