@@ -200,3 +200,21 @@ func TestDeadlinePassed(t *testing.T) {
 		}
 	}
 }
+
+// TestTaskDeadlinesAllowForTheWholeTask: a chunk of a 10,000-item task
+// allows for the whole task's delivery, not its own 500 items'; a small
+// task keeps the plain allowance.
+func TestTaskDeadlinesAllowForTheWholeTask(t *testing.T) {
+	issued := time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
+	items := []proc.Item{{Target: proc.Target{IP: "10.0.0.1"}}}
+	own := HostOpDeadline(proc.OpStart, WithDefaults(proc.Spec{}))
+	if got, want := TaskDeadlines(issued, proc.OpStart, items, 10000)[0], issued.Add(DeliveryAllowance+MaxDeliveryExtra+own); !got.Equal(want) {
+		t.Fatalf("chunk of 10,000: deadline %s after issue, want %s", got.Sub(issued), want.Sub(issued))
+	}
+	if got, want := TaskDeadlines(issued, proc.OpStart, items, 1000)[0], issued.Add(DeliveryAllowance+10*DeliveryPerHundred+own); !got.Equal(want) {
+		t.Fatalf("chunk of 1,000: deadline %s after issue, want %s", got.Sub(issued), want.Sub(issued))
+	}
+	if got, want := Deadlines(issued, proc.OpStart, items)[0], issued.Add(DeliveryAllowance+own); !got.Equal(want) {
+		t.Fatalf("one item: deadline %s after issue, want %s", got.Sub(issued), want.Sub(issued))
+	}
+}

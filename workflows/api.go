@@ -3,9 +3,10 @@
 //
 // Two kinds of workflow:
 //   - Operate, one per request, ID = the GSE task id. It hands every item to
-//     its host's workflow and collects the replies. Past ChunkSize items it
-//     splits into child Operate workflows, so no workflow holds more than
-//     ChunkSize hosts' worth of events.
+//     its host's workflow and collects the replies. Past ChunkSize items the
+//     client splits the items into chunk Operate workflows it starts itself
+//     (operate_split.go), so no workflow holds, in its input, history or
+//     result, more than ChunkSize hosts' worth.
 //   - Host, one per host, ID = host:<bk_cloud_id>:<ip>. It owns the host's
 //     registry and runs the host's ops one at a time, so two ops on the same
 //     process never interleave: they are serial by construction.
@@ -34,6 +35,8 @@ const (
 	// ChunkPendingQuery (Operate, split into chunks) returns chunk N's
 	// items as pending results, for a chunk not started yet.
 	ChunkPendingQuery = "chunk-pending"
+	// CountsQuery (Operate) returns the task's Counts.
+	CountsQuery = "counts"
 	// RegistryQuery (Host) returns the host's registered processes.
 	RegistryQuery = "registry"
 
@@ -102,6 +105,14 @@ type OperateInput struct {
 	Indexed bool `json:"indexed,omitempty"`
 	// Files is a file op's files (references, never contents) and options.
 	Files *proc.FileOp `json:"files,omitempty"`
+	// Split is how many chunk workflows (<task id>/chunk-N) the client
+	// started with the task's items, for a task of more than ChunkSize
+	// items; the task itself then carries no items, only Total, so its
+	// input stays the same size whatever the fleet's.
+	Split int `json:"split,omitempty"`
+	// Total is a split task's item count, on the task and on each of its
+	// chunks (whose request deadlines allow for the whole task's delivery).
+	Total int `json:"total,omitempty"`
 }
 
 // KeyedResult is one host's result under its result key, with the agent id
@@ -116,6 +127,30 @@ type OperateResult struct {
 	Total   int           `json:"total"`
 	Results []KeyedResult `json:"results,omitempty"`
 	Chunks  []string      `json:"chunks,omitempty"`
+	// Failed counts the done items that did not succeed.
+	Failed int `json:"failed,omitempty"`
+}
+
+// Counts is a task's progress in numbers (CountsQuery): what a progress
+// bar needs, without any host's result.
+type Counts struct {
+	Total  int `json:"total"`
+	Done   int `json:"done"`
+	Failed int `json:"failed"`
+	// Chunks are a task's chunks, each counted once finished; a caller
+	// asks the unfinished ones for their own counts.
+	Chunks []ChunkCounts `json:"chunks,omitempty"`
+}
+
+// ChunkCounts is one chunk workflow's counts.
+type ChunkCounts struct {
+	ID       string `json:"id"`
+	Total    int    `json:"total"`
+	Done     int    `json:"done"`
+	Failed   int    `json:"failed"`
+	Finished bool   `json:"finished,omitempty"`
+	// Error says why a chunk that failed as a whole did.
+	Error string `json:"error,omitempty"`
 }
 
 // HostRequest asks a host's workflow to run one op on one process.
@@ -153,6 +188,11 @@ type Supervision struct {
 	// going to one by the hash of its id; 0 watches each host with a
 	// watch of its own, as releases before shards did.
 	WatchShards int `json:"watch_shards,omitempty"`
+	// Off: the worker does not supervise (config no_supervision); hosts
+	// keep their registries and run ops, and start no watch. Each watch
+	// is one long activity, so a worker supervising N hosts needs N
+	// activity slots and carries N heartbeats.
+	Off bool `json:"off,omitempty"`
 }
 
 // HostReply is a host's answer to one HostRequest.

@@ -17,6 +17,7 @@ import (
 
 	"github.com/drover-sh/drover/gseapi"
 	"github.com/drover-sh/drover/inventory"
+	"github.com/drover-sh/drover/policies"
 	"github.com/drover-sh/drover/proc"
 )
 
@@ -34,6 +35,9 @@ func StartOperate(ctx context.Context, c client.Client, taskQueue string, in Ope
 // namespace that lacks them (`worker setup` not run) it starts the task
 // without them rather than refusing it.
 func startOperate(ctx context.Context, c client.Client, taskQueue string, in OperateInput, memo map[string]any) error {
+	if len(in.Items) > policies.ChunkSize {
+		return splitTask(ctx, c, taskQueue, in, memo)
+	}
 	opts := client.StartWorkflowOptions{
 		ID:                    in.TaskID,
 		TaskQueue:             taskQueue,
@@ -183,6 +187,15 @@ func (e *Engine) Results(ctx context.Context, taskID string, wait bool) ([]proc.
 		return nil, err
 	}
 	return res.Results, nil
+}
+
+// Counts returns a task's progress in numbers (see TaskCounts).
+func (e *Engine) Counts(ctx context.Context, taskID string) (Counts, error) {
+	cnt, err := TaskCounts(ctx, e.Client, taskID)
+	if errors.Is(err, ErrTaskNotFound) {
+		return Counts{}, fmt.Errorf("%w: %s", gseapi.ErrTaskNotFound, taskID)
+	}
+	return cnt, err
 }
 
 // Cancel cancels a running task (gseapi.Canceller); done reports one that

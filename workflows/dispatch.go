@@ -48,6 +48,9 @@ type DispatchInput struct {
 	Issued time.Time `json:"issued,omitempty"`
 	// Files is a file op's files and options; nil for every other op.
 	Files *proc.FileOp `json:"files,omitempty"`
+	// TaskSize is the whole task's item count, when these are one chunk
+	// of it; 0 means these items are the whole task.
+	TaskSize int `json:"task_size,omitempty"`
 }
 
 // DispatchOutput lists items answered without a host workflow (unknown
@@ -67,7 +70,7 @@ func (d *Dispatcher) Dispatch(ctx context.Context, in DispatchInput) (DispatchOu
 	var wg sync.WaitGroup
 	var deadlines []time.Time
 	if !in.Issued.IsZero() {
-		deadlines = policies.Deadlines(in.Issued, in.Op, in.Items)
+		deadlines = policies.TaskDeadlines(in.Issued, in.Op, in.Items, in.TaskSize)
 	}
 	for i, it := range in.Items {
 		global := in.Offset + i

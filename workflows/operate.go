@@ -20,6 +20,8 @@ type operation struct {
 	results []proc.HostResult
 	done    int
 	chunks  []string
+	// chunkCounts are the chunks' counts, filled as each finishes.
+	chunkCounts []ChunkCounts
 	// cancelled: the task was cancelled (see operate_cancel.go).
 	cancelled bool
 }
@@ -40,7 +42,19 @@ func Operate(ctx workflow.Context, in OperateInput) (OperateResult, error) {
 	// its items are still named here, so every key is answered (115)
 	// from the first poll on.
 	if err := workflow.SetQueryHandler(ctx, ChunkPendingQuery, func(chunk int) ([]KeyedResult, error) {
+		if in.Split > 0 {
+			// The client started every chunk before the task: one not
+			// found is gone, and the task never held its items.
+			return nil, fmt.Errorf("chunk %d of split task %s has no workflow", chunk, in.TaskID)
+		}
 		return op.pendingChunk(chunk), nil
+	}); err != nil {
+		return OperateResult{}, err
+	}
+	// Progress in numbers, so a caller drawing progress need not fetch
+	// every host's result on every tick.
+	if err := workflow.SetQueryHandler(ctx, CountsQuery, func() (Counts, error) {
+		return op.counts(), nil
 	}); err != nil {
 		return OperateResult{}, err
 	}
@@ -52,6 +66,10 @@ func Operate(ctx workflow.Context, in OperateInput) (OperateResult, error) {
 	chunked := len(in.Items) > policies.ChunkSize &&
 		(in.Op != proc.OpStatus || workflow.GetVersion(ctx, VersionChunkedStatus, workflow.DefaultVersion, 1) >= 1)
 	switch {
+	case in.Split > 0:
+		// Only a client that splits tasks itself sends Split, so no
+		// history written before it takes this path.
+		op.runSplit(ctx)
 	case chunked:
 		op.runChunks(ctx)
 	case in.Op == proc.OpStatus:
@@ -65,6 +83,9 @@ func Operate(ctx workflow.Context, in OperateInput) (OperateResult, error) {
 	}
 	if in.Indexed && in.Offset == 0 && record {
 		outcome, failed := outcomeOf(op.results)
+		if in.Split > 0 {
+			outcome, failed = outcomeOfCount(int64(op.counts().Failed))
+		}
 		_ = workflow.UpsertTypedSearchAttributes(ctx, SAOutcome.ValueSet(outcome), SAFailedHost.ValueSet(failed))
 	}
 	return op.snapshot(), nil
@@ -79,6 +100,7 @@ func (op *operation) runChunks(ctx workflow.Context) {
 		end := min(start+policies.ChunkSize, len(op.in.Items))
 		id := fmt.Sprintf("%s/chunk-%d", self, len(op.chunks))
 		op.chunks = append(op.chunks, id)
+		op.chunkCounts = append(op.chunkCounts, ChunkCounts{ID: id, Total: end - start})
 		cctx := workflow.WithChildOptions(ctx, workflow.ChildWorkflowOptions{WorkflowID: id})
 		futs = append(futs, workflow.ExecuteChildWorkflow(cctx, Operate, OperateInput{
 			TaskID: op.in.TaskID, Op: op.in.Op, Manage: op.in.Manage,
@@ -103,9 +125,13 @@ func (op *operation) runChunks(ctx workflow.Context) {
 				op.results[i] = proc.HostResult{Code: proc.CodeInternal, Message: oneLine(fmt.Sprintf("chunk %s failed: %v", op.chunks[n], err))}
 			}
 			op.done += min(policies.ChunkSize, len(op.results)-start)
+			c := &op.chunkCounts[n]
+			c.Done, c.Failed, c.Finished, c.Error = c.Total, c.Total, true, oneLine(err.Error())
 			continue
 		}
 		op.done += res.Done
+		c := &op.chunkCounts[n]
+		c.Done, c.Failed, c.Finished = res.Done, failedOf(res.Results), true
 		// Kept for the task's outcome; the parent's own result still
 		// lists only its chunks.
 		for i, r := range res.Results {
@@ -129,7 +155,7 @@ func (op *operation) runItems(ctx workflow.Context) {
 	issued := workflow.Now(ctx)
 	if err := workflow.ExecuteActivity(dctx, d.Dispatch, DispatchInput{
 		ReplyTo: self, TaskID: op.in.TaskID, Op: op.in.Op, Manage: op.in.Manage,
-		Items: op.in.Items, Offset: op.in.Offset, Files: op.in.Files, Issued: issued,
+		Items: op.in.Items, Offset: op.in.Offset, Files: op.in.Files, Issued: issued, TaskSize: op.in.Total,
 	}).Get(ctx, &sent); err != nil {
 		// Some items may have reached their hosts: they are answered by
 		// them, or cancelled there before they are reported not run.
@@ -248,16 +274,63 @@ func (op *operation) pendingChunk(n int) []KeyedResult {
 }
 
 func (op *operation) snapshot() OperateResult {
-	out := OperateResult{TaskID: op.in.TaskID, Done: op.done, Total: len(op.in.Items)}
+	out := OperateResult{TaskID: op.in.TaskID, Done: op.done, Total: op.total()}
 	if len(op.chunks) > 0 {
 		out.Chunks = op.chunks
+		out.Failed = op.counts().Failed
 		return out
 	}
 	out.Results = make([]KeyedResult, len(op.in.Items))
 	for i, it := range op.in.Items {
 		out.Results[i] = KeyedResult{Key: it.Key(), AgentID: it.Target.AgentID, HostResult: op.results[i]}
+		if r := op.results[i]; r.Code != proc.CodeRunning && r.Code != proc.CodeSuccess {
+			out.Failed++
+		}
 	}
 	return out
+}
+
+// total is the task's item count, whether it holds its items or not.
+func (op *operation) total() int {
+	if op.in.Split > 0 {
+		return op.in.Total
+	}
+	return len(op.in.Items)
+}
+
+// counts is the task's progress in numbers: a task in chunks sums its
+// finished chunks and lists them all.
+func (op *operation) counts() Counts {
+	c := Counts{Total: op.total()}
+	if len(op.chunkCounts) == 0 {
+		for _, r := range op.results {
+			if r.Code == proc.CodeRunning {
+				continue
+			}
+			c.Done++
+			if r.Code != proc.CodeSuccess {
+				c.Failed++
+			}
+		}
+		return c
+	}
+	c.Chunks = append([]ChunkCounts(nil), op.chunkCounts...)
+	for _, ch := range op.chunkCounts {
+		c.Done += ch.Done
+		c.Failed += ch.Failed
+	}
+	return c
+}
+
+// failedOf counts the results that are done and did not succeed.
+func failedOf(results []KeyedResult) int {
+	n := 0
+	for _, r := range results {
+		if r.Code != proc.CodeRunning && r.Code != proc.CodeSuccess {
+			n++
+		}
+	}
+	return n
 }
 
 // activityFailure turns an activity that could not report a result (worker

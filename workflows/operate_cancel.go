@@ -114,7 +114,7 @@ func (op *operation) undelivered(ctx workflow.Context, items []int, issued time.
 		}
 		return
 	}
-	deadlines := policies.Deadlines(issued, op.in.Op, op.in.Items)
+	deadlines := policies.TaskDeadlines(issued, op.in.Op, op.in.Items, op.in.Total)
 	var latest time.Time
 	var cancels []HostCancel
 	for _, i := range items {

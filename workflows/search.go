@@ -82,6 +82,11 @@ func outcomeOf(results []proc.HostResult) (string, int64) {
 			failed++
 		}
 	}
+	return outcomeOfCount(failed)
+}
+
+// outcomeOfCount is a task's outcome by how many of its hosts failed.
+func outcomeOfCount(failed int64) (string, int64) {
 	if failed > 0 {
 		return OutcomeFailed, failed
 	}

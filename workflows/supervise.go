@@ -85,6 +85,9 @@ func (h *host) setZone(ctx workflow.Context, z policies.Zone) {
 // watched lists the entries supervision polls: every managed process that
 // is not given up on and not already waiting for a restart.
 func (h *host) watched() []int {
+	if h.Supervision.Off {
+		return nil // only workers that never supervise send Off
+	}
 	var out []int
 	for i, e := range h.Entries {
 		if e.Managed && !e.Cancelled && e.RetryAt.IsZero() {

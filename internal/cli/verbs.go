@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -232,30 +233,36 @@ func hostsBody(f verbFlags, hosts []inventory.Host) map[string]any {
 	return map[string]any{"meta": map[string]any{"namespace": f.namespace, "name": f.name}, "hosts": refs}
 }
 
-// waitWithProgress polls the task, drawing done/failed/total on w.
+// waitWithProgress polls the task's counts, drawing done/failed/total on
+// w, and reads every host's result once, when all are done: reading them
+// on every tick would cost a large task's every chunk each time.
 func waitWithProgress(ctx context.Context, eng *workflows.Engine, id string, total int, w io.Writer) (map[string]proc.HostResult, error) {
 	tick := time.NewTicker(300 * time.Millisecond)
 	defer tick.Stop()
+	var last workflows.Counts
 	for {
-		list, err := eng.Results(ctx, id, false)
-		if err != nil {
+		cnt, err := eng.Counts(ctx, id)
+		switch {
+		case errors.Is(err, workflows.ErrCountsLate):
+			// Busy, not gone: the bar stays as it was until the next tick.
+			cnt = last
+		case err != nil:
 			return nil, err
+		case cnt.Done < last.Done:
+			// A busy chunk that did not answer this time counts as
+			// none done: the bar never goes back.
+			cnt = last
 		}
-		res := proc.ByKey(list)
-		done, failed := 0, 0
-		for _, r := range res {
-			if r.Code == proc.CodeRunning {
-				continue
-			}
-			done++
-			if r.Code != proc.CodeSuccess {
-				failed++
-			}
-		}
-		fmt.Fprintf(w, "\r%s  %s %d/%d done, %d failed", id, bar(done, total, 30), done, total, failed)
-		if done >= total && len(res) >= total {
+		last = cnt
+		fmt.Fprintf(w, "\r%s  %s %d/%d done, %d failed", id, bar(cnt.Done, total, 30), cnt.Done, total, cnt.Failed)
+		if cnt.Done >= total {
+			// Waiting: the task answers once its last chunk has.
+			list, err := eng.Results(ctx, id, true)
 			fmt.Fprintln(w)
-			return res, nil
+			if err != nil {
+				return nil, err
+			}
+			return proc.ByKey(list), nil
 		}
 		select {
 		case <-ctx.Done():

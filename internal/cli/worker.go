@@ -97,7 +97,7 @@ func StartWorker(cfg config.Config, logger *slog.Logger) (*Worker, error) {
 		Files: transport.Multi{SSH: ssh, WinRM: winrm}, Store: filestore.Store{Dir: cfg.FilesDir}, Hosts: workflows.HostLink{Client: c}}
 	workflows.Register(w, acts, &workflows.Dispatcher{Client: c, TaskQueue: cfg.TaskQueue, Inventory: inv, Acts: acts,
 		Supervision: workflows.Supervision{Interval: cfg.SuperviseInterval, LimitPolls: cfg.LimitPolls,
-			TimeZone: cfg.CrontabZone(), WatchQueue: cfg.WatchQueue(), WatchShards: cfg.WatchShards}})
+			TimeZone: cfg.CrontabZone(), WatchQueue: cfg.WatchQueue(), WatchShards: cfg.WatchShards, Off: cfg.NoSupervision}})
 	// Watches are long-lived: on a queue of their own, with their own
 	// slots, they never hold the slots ops need.
 	// One poller: every long poll is a request to the server, whether or

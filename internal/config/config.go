@@ -33,6 +33,10 @@ type Config struct {
 	LogLevel          string `koanf:"log_level"`
 	// SuperviseInterval is how often supervision polls each host.
 	SuperviseInterval time.Duration `koanf:"supervise_interval"`
+	// NoSupervision turns supervision off: no host this worker sends an op
+	// to starts a watch. For fan-out measurements, where thousands of
+	// watches would measure supervision instead.
+	NoSupervision bool `koanf:"no_supervision"`
 	// LimitPolls is how many consecutive polls over a cpu/mem limit act.
 	LimitPolls int `koanf:"limit_polls"`
 	// SuperviseTimeZone is the zone crontab rules are read in: host (each

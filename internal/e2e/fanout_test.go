@@ -4,13 +4,17 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
+	"regexp"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
 	enumspb "go.temporal.io/api/enums/v1"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/drover-sh/drover/gseapi"
 	"github.com/drover-sh/drover/policies"
@@ -18,107 +22,217 @@ import (
 	"github.com/drover-sh/drover/workflows"
 )
 
-// TestFanOutThousandHosts registers a process on 1,000 inventory identities
-// (one host workflow each, the task split into chunk workflows), then runs a
-// status op over all of them. The identities share 10 sshd hosts through
-// `address` and are kept apart by their own pid files,
-// /data/fan/<identity ip>.pid: even identities point at the host's live
-// sample, odd ones have none, so every identity's answer is its own.
-// Run with `make test-scale` (DROVER_FANOUT changes the count).
-func TestFanOutThousandHosts(t *testing.T) {
-	identities, sshd := scaleIdentities(), 10
+// Server limits no task, chunk or host workflow may come near.
+const (
+	maxHistoryEvents = 51200
+	maxHistoryBytes  = 50 << 20
+)
+
+// TestFanOutFleet runs start, status, restart and stop, each through
+// `starter <verb> --wait`, over DROVER_FANOUT inventory identities (10,000)
+// sharing DROVER_FANOUT_SSHD sshd hosts (20) through `address`. Each
+// identity is its own process: a copy of sleep per sshd host, one pid file
+// per identity, /data/fan/<identity ip>.pid. After each op every key must be
+// answered by get_proc_operate_result with the op's success, and no
+// workflow's history may come near the server's limits. It logs each op's
+// time, as the README's scale section quotes them.
+// Run with `make test-scale`; DROVER_FANOUT=1000 is a quick run.
+func TestFanOutFleet(t *testing.T) {
+	n, sshd := envInt("DROVER_FANOUT", 10000), envInt("DROVER_FANOUT_SSHD", 20)
 	e := newEnv(t, sshd)
+	for _, h := range e.bed.Hosts {
+		if _, err := h.Exec(`mkdir -p /data/fan && cp "$(command -v sleep)" /data/fan/svc && rm -f /data/fan/*.pid`); err != nil {
+			t.Fatal(err)
+		}
+	}
 	var hosts []map[string]any
-	var items, registered []proc.Item
-	for i := 0; i < identities; i++ {
-		h := e.bed.Hosts[i%sshd]
+	var items []proc.Item
+	for i := 0; i < n; i++ {
 		ip := fmt.Sprintf("10.9.%d.%d", i/250, i%250+1)
-		hosts = append(hosts, map[string]any{"ip": ip, "bk_cloud_id": 0, "bk_supplier_id": 0, "address": h.IP})
+		hosts = append(hosts, map[string]any{"ip": ip, "bk_cloud_id": 0, "bk_supplier_id": 0, "address": e.bed.Hosts[i%sshd].IP})
+		pid := ip + ".pid"
 		items = append(items, proc.Item{
 			Target:  proc.Target{IP: ip},
-			Process: proc.ProcessID{Namespace: "fan", Name: "sample"},
-			Spec:    &proc.Spec{ProcName: "sample", SetupPath: "/data/fan", PidPath: "/data/fan/" + ip + ".pid"},
+			Process: proc.ProcessID{Namespace: "fan", Name: "svc"},
+			Spec: &proc.Spec{ProcName: "svc", SetupPath: "/data/fan", PidPath: "/data/fan/" + pid,
+				StartCmd:   "setsid ./svc 86400 </dev/null >/dev/null 2>&1 & echo $! > " + pid,
+				StopCmd:    "kill $(cat " + pid + ") && rm -f " + pid,
+				StartCheck: time.Second, StopCheck: time.Second},
 		})
-		registered = append(registered, proc.Item{Target: proc.Target{IP: ip}, Process: proc.ProcessID{Namespace: "fan", Name: "sample"}})
-	}
-	for i, h := range e.bed.Hosts {
-		pid, err := h.StartSample("fan", "sample", "")
-		if err != nil {
-			t.Fatal(err)
-		}
-		script := ""
-		for j := i; j < identities; j += sshd {
-			if j%2 == 0 {
-				script += fmt.Sprintf("echo %d > /data/fan/%s.pid\n", pid, items[j].Target.IP)
-			}
-		}
-		if _, err := h.Exec(script); err != nil {
-			t.Fatal(err)
-		}
 	}
 	e.writeInventory(hosts, nil)
+	// The dev server goes with the test binary: deleting every identity's
+	// host workflow one by one would only cost the cleanup time.
+	for _, it := range items {
+		delete(e.hostIDs, workflows.HostWorkflowID(it.Target.HostID()))
+	}
+	// A start puts its process under supervision, and each supervised host
+	// holds one long watch activity: 10,000 of them would measure
+	// supervision (TestSupervisionCost does), not the ops' fan-out.
+	e.cfg.NoSupervision = true
 	e.startWorker()
 
+	// The register carries every identity's inline spec: its task starts
+	// only because the client splits it into chunks.
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
+	defer cancel()
+	regID := gseapi.NewTaskID(time.Now())
 	began := time.Now()
-	reg := e.runOperate(workflows.OperateInput{TaskID: gseapi.NewTaskID(time.Now()), Op: proc.OpSpecRegister, Items: items})
-	regTook := time.Since(began)
+	if err := workflows.StartOperate(ctx, e.client, e.cfg.TaskQueue, workflows.OperateInput{TaskID: regID, Op: proc.OpSpecRegister, Items: items}); err != nil {
+		t.Fatal(err)
+	}
+	stopWatch := e.watchCounts(ctx, "register", regID)
+	reg, err := workflows.WaitOperateAll(ctx, e.client, regID)
+	stopWatch()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(reg.Results) != n {
+		t.Fatalf("register: %d results, want %d", len(reg.Results), n)
+	}
 	for _, r := range reg.Results {
 		if r.Code != proc.CodeSuccess {
 			t.Fatalf("register %s: %+v", r.Key, r.HostResult)
 		}
 	}
-	began = time.Now()
-	res := e.runOperate(workflows.OperateInput{TaskID: gseapi.NewTaskID(time.Now()), Op: proc.OpStatus, Items: registered})
-	took := time.Since(began)
-	if len(res.Results) != identities {
-		t.Fatalf("%d results, want %d", len(res.Results), identities)
-	}
-	for i, r := range res.Results {
-		want := proc.CodeSuccess
-		if i%2 == 1 {
-			want = proc.CodeNotRunning
-		}
-		if r.Key != items[i].Key() || r.Code != want {
-			t.Fatalf("result %d: %s %d (%s), want %s %d", i, r.Key, r.Code, r.Message, items[i].Key(), want)
-		}
-	}
+	t.Logf("register: %d identities in %s", n, time.Since(began).Round(time.Millisecond))
+	e.checkHistories(ctx, "register", regID, n)
 
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	regTask := e.historyLength(ctx, reg.TaskID)
-	chunk := 0
-	if identities > policies.ChunkSize {
-		chunk = e.historyLength(ctx, reg.TaskID+"/chunk-0")
+	eng := &workflows.Engine{Client: e.client, TaskQueue: e.cfg.TaskQueue}
+	for _, op := range []string{"start", "status", "restart", "stop"} {
+		began := time.Now()
+		out, errOut, code := e.starter("", op, "--namespace", "fan", "--name", "svc", "--hosts", "all", "--wait", "-o", "json")
+		took := time.Since(began)
+		var rows []struct {
+			Key     string    `json:"key"`
+			Code    proc.Code `json:"error_code"`
+			Message string    `json:"error_msg"`
+		}
+		if err := json.Unmarshal([]byte(out), &rows); err != nil || len(rows) != n {
+			t.Fatalf("%s: exit %d, %d rows (%v), want %d\n%s", op, code, len(rows), err, n, tail(errOut+out, 2000))
+		}
+		failed := map[proc.Code]int{}
+		example := map[proc.Code]string{}
+		for _, r := range rows {
+			if r.Code != proc.CodeSuccess {
+				failed[r.Code]++
+				example[r.Code] = r.Key + ": " + r.Message
+			}
+		}
+		if code != 0 || len(failed) > 0 {
+			t.Fatalf("%s: exit %d after %s; failed by code %v, e.g. %v", op, code, time.Since(began).Round(time.Second), failed, example)
+		}
+		// --wait draws progress from counts: the last line is every
+		// identity done, none failed.
+		ticks := strings.Split(strings.TrimSpace(errOut), "\r")
+		last := ticks[len(ticks)-1]
+		if want := fmt.Sprintf("%d/%d done, 0 failed", n, n); !strings.Contains(last, want) {
+			t.Fatalf("%s: progress ends %q, want %q", op, last, want)
+		}
+		id := regexp.MustCompile(`GSETASK:\d+:\d+`).FindString(last)
+		resp, _ := gseapi.Call(ctx, eng, gseapi.APIGetProcOperateResult, []byte(`{"task_id":"`+id+`"}`), false)
+		b, err := json.Marshal(resp)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res := decodeResult(t, string(b))
+		if len(res.Data) != n {
+			t.Fatalf("%s: get_proc_operate_result answers %d keys, want %d", op, len(res.Data), n)
+		}
+		for _, it := range items {
+			r, ok := res.Data[it.Key()]
+			if !ok || r.ErrorCode != int(proc.CodeSuccess) {
+				t.Fatalf("%s: %s: %+v (found %v)", op, it.Key(), r, ok)
+			}
+			if op == "status" && decodeStatus(t, r.Content).Process[0].Instance[0].Pid <= 0 {
+				t.Fatalf("status: %s: not running: %s", it.Key(), r.Content)
+			}
+		}
+		t.Logf("%s: %d identities on %d sshd in %s (%d progress ticks)", op, n, sshd, took.Round(time.Millisecond), len(ticks))
+		e.checkHistories(ctx, op, id, n)
 	}
-	host := e.historyLength(ctx, workflows.HostWorkflowID(items[0].Target.HostID()))
-	status := e.historyLength(ctx, res.TaskID)
-	t.Logf("%d identities on %d sshd: register %s (history events: task %d, largest chunk %d, a host %d); status %s (task history %d events)",
-		identities, sshd, regTook.Round(time.Millisecond), regTask, chunk, host, took.Round(time.Millisecond), status)
-	// Far from the server's 51,200-event limit, and proportional to the
-	// work each workflow holds: a few events per host for a chunk, a few
-	// per batch for status.
-	perChunk := min(identities, policies.ChunkSize)
-	if regTask > 50+6*perChunk || chunk > 50+6*perChunk || host > 50 || status > 20+6*(identities/policies.StatusBatch+1) {
-		t.Fatalf("histories too long for the work: register task %d, chunk %d, host %d, status task %d", regTask, chunk, host, status)
+	host := workflows.HostWorkflowID(items[0].Target.HostID())
+	if events, size := e.historySize(ctx, host); events > 200 || size > maxHistoryBytes {
+		t.Fatalf("host %s: history %d events, %d bytes", host, events, size)
 	}
+}
+
+// checkHistories logs a task's history and its first chunk's, and fails
+// when either grows with the fleet or nears a server limit: the task holds
+// a few events per chunk, a chunk a few per item.
+func (e *env) checkHistories(ctx context.Context, op, id string, n int) {
+	e.t.Helper()
+	events, size := e.historySize(ctx, id)
+	chunkEvents, chunkSize := 0, 0
+	if n > policies.ChunkSize {
+		chunkEvents, chunkSize = e.historySize(ctx, workflows.SplitChunkID(id, 0))
+	}
+	e.t.Logf("%s histories: task %d events %d bytes; chunk-0 %d events %d bytes", op, events, size, chunkEvents, chunkSize)
+	perChunk := min(n, policies.ChunkSize)
+	chunks := (n + policies.ChunkSize - 1) / policies.ChunkSize
+	if n > policies.ChunkSize && (events > 50+6*chunks || size > 64<<10*chunks) {
+		e.t.Fatalf("%s: task history %d events, %d bytes for %d chunks", op, events, size, chunks)
+	}
+	if events > 50+6*perChunk || chunkEvents > 50+6*perChunk || size > maxHistoryBytes || chunkSize > maxHistoryBytes/4 {
+		e.t.Fatalf("%s: histories too large: task %d events %d bytes, chunk %d events %d bytes", op, events, size, chunkEvents, chunkSize)
+	}
+	if events > maxHistoryEvents/10 || chunkEvents > maxHistoryEvents/10 {
+		e.t.Fatalf("%s: histories near the event limit", op)
+	}
+}
+
+// historySize is a workflow's history length in events and bytes.
+func (e *env) historySize(ctx context.Context, id string) (events, size int) {
+	e.t.Helper()
+	it := e.client.GetWorkflowHistory(ctx, id, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	for it.HasNext() {
+		ev, err := it.Next()
+		if err != nil {
+			e.t.Fatalf("history of %s: %v", id, err)
+		}
+		events++
+		size += proto.Size(ev)
+	}
+	return events, size
+}
+
+func envInt(name string, def int) int {
+	if n, err := strconv.Atoi(os.Getenv(name)); err == nil && n > 0 {
+		return n
+	}
+	return def
+}
+
+func tail(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[len(s)-n:]
 }
 
 func (e *env) historyLength(ctx context.Context, id string) int {
-	e.t.Helper()
-	it := e.client.GetWorkflowHistory(ctx, id, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
-	n := 0
-	for it.HasNext() {
-		if _, err := it.Next(); err != nil {
-			e.t.Fatalf("history of %s: %v", id, err)
-		}
-		n++
-	}
+	n, _ := e.historySize(ctx, id)
 	return n
 }
 
-func scaleIdentities() int {
-	if n, err := strconv.Atoi(os.Getenv("DROVER_FANOUT")); err == nil && n > 0 {
-		return n
-	}
-	return 1000
+// watchCounts logs a task's counts every 15 s until stopped, so a slow run
+// shows where it spends its time.
+func (e *env) watchCounts(ctx context.Context, what, id string) (stop func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		tick := time.NewTicker(15 * time.Second)
+		defer tick.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+				c, err := workflows.TaskCounts(ctx, e.client, id)
+				e.t.Logf("%s: %d/%d done, %d failed (%v)", what, c.Done, c.Total, c.Failed, err)
+			}
+		}
+	}()
+	return func() { cancel(); <-done }
 }

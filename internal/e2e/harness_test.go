@@ -49,7 +49,7 @@ func TestMain(m *testing.M) {
 		os.Exit(0)
 	}
 	var err error
-	server, err = testbed.StartTemporal(testbed.TemporalOptions{SearchAttributes: workflows.SearchAttributeTypes})
+	server, err = testbed.StartTemporal(testbed.TemporalOptions{SearchAttributes: workflows.SearchAttributeTypes, SQLitePragmas: serverPragmas})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "e2e:", err)
 		os.Exit(1)
@@ -58,6 +58,10 @@ func TestMain(m *testing.M) {
 	_ = server.Stop()
 	os.Exit(code)
 }
+
+// serverPragmas are the dev server's SQLite pragmas; the scale tests set
+// them (scale_pragmas_test.go).
+var serverPragmas []string
 
 var queueSeq atomic.Int64
 
