@@ -9,7 +9,7 @@ TEST_TIMEOUT ?= 20m
 FUZZTIME ?= 5s
 CHAOS_FUZZTIME ?= 30s
 
-.PHONY: all build deps bench-deps bench demo test test-unit test-scale chaos fuzz lint fmt vet staticcheck clean
+.PHONY: all build deps bench-deps bench bench-fleet demo test test-unit test-scale chaos fuzz lint fmt vet staticcheck clean
 
 all: build
 
@@ -102,3 +102,10 @@ bench-deps: deps
 ## bench/results/latest.md and scaling.png.
 bench: bench-deps bin/starter bin/temporal
 	$(GO) run ./bench/cmd/bench $(BENCH_ARGS)
+
+## bench-fleet: supervision at fleet size: 2,000 sshd hosts x 10 processes
+## (about 8 GB), 2 worker processes, then a mass failure and a worker's loss
+## (BENCH_FLEET_HOSTS, _PROCS, _WORKERS, _INTERVAL, _QUIET). Rewrites the
+## README's fleet section.
+bench-fleet: bench-deps bin/worker bin/temporal
+	$(GO) run ./bench/cmd/bench --parts fleet

@@ -20,7 +20,11 @@
 //	BENCH_SQLITE_SYNC  full: the dev server's SQLite syncs every transaction
 //	                   (its default); otherwise WAL, synced at checkpoints
 //	BENCH_PARTS        what to measure: status, control (start, restart and
-//	                   stop on BENCH_HOSTS), supervise (status,control,supervise)
+//	                   stop on BENCH_HOSTS), supervise (status,control,supervise);
+//	                   or fleet alone (make bench-fleet): supervision of
+//	                   BENCH_FLEET_HOSTS (2000) × BENCH_FLEET_PROCS (10) at
+//	                   BENCH_FLEET_INTERVAL (10s) by BENCH_FLEET_WORKERS (2)
+//	                   worker processes, quiet for BENCH_FLEET_QUIET (2m)
 //
 // Flags override the environment: --hosts (BENCH_HOSTS), --runs
 // (BENCH_RUNS), --parts (BENCH_PARTS); `go run ./bench/cmd/bench --hosts 50
@@ -57,6 +61,7 @@ type settings struct {
 	out, bin               string
 	parts                  []string
 	wfPollers, actPollers  int
+	fleet                  fleetSettings
 }
 
 // The parts of a bench run.
@@ -64,6 +69,7 @@ const (
 	partStatus    = "status"
 	partControl   = "control"
 	partSupervise = "supervise"
+	partFleet     = "fleet"
 )
 
 var allParts = []string{partStatus, partControl, partSupervise}
@@ -95,10 +101,20 @@ func loadSettings(args []string) (settings, error) {
 		tools: []string{toolDrover, toolFloor, toolPssh, toolPdsh, toolAnsible},
 	}
 	for _, p := range strings.Split(*parts, ",") {
-		if !slices.Contains(allParts, p) {
-			return s, fmt.Errorf("--parts: unknown part %q; want some of %s", p, strings.Join(allParts, ","))
+		if p == partFleet && *parts != partFleet {
+			return s, fmt.Errorf("--parts: %s runs alone (make bench-fleet): its hosts are supervised by worker processes of their own", partFleet)
+		}
+		if !slices.Contains(allParts, p) && p != partFleet {
+			return s, fmt.Errorf("--parts: unknown part %q; want some of %s, or %s alone", p, strings.Join(allParts, ","), partFleet)
 		}
 		s.parts = append(s.parts, p)
+	}
+	if s.part(partFleet) {
+		f, err := loadFleetSettings()
+		if err != nil {
+			return s, err
+		}
+		s.fleet = f
 	}
 	s.supHosts = envInt("BENCH_SUP_HOSTS", s.hosts)
 	// The worker's shipped defaults.
@@ -153,6 +169,9 @@ func envOr(name, def string) string {
 func defaultOut() string { return filepath.Join(testbed.ModuleRoot(), "bench", "results") }
 
 func (s settings) maxHosts() int {
+	if s.part(partFleet) {
+		return s.fleet.hosts
+	}
 	n := s.hosts
 	if s.part(partStatus) {
 		n = max(n, slices.Max(s.scale))
@@ -219,6 +238,14 @@ func run(ctx context.Context, s settings) error {
 	}
 	e.metricsPort = metricsPort
 	defer e.close()
+	if s.part(partFleet) {
+		logf("%d hosts × %d processes at %s, %d worker processes", s.fleet.hosts, s.fleet.procs, s.fleet.interval, s.fleet.workers)
+		r, err := e.fleetCost(ctx, s.fleet)
+		if err != nil {
+			log.Printf("fleet: %v", err)
+		}
+		return writeFleet(s, r, err, time.Since(began))
+	}
 	if err := e.prepareHosts(ctx); err != nil {
 		return err
 	}

@@ -1,0 +1,117 @@
+package main
+
+import (
+	"fmt"
+	"log"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/drover-sh/drover/internal/testbed"
+)
+
+// The README's fleet section lies between these markers; make bench-fleet
+// replaces it with its own tables.
+const (
+	fleetBegin = "<!-- fleet bench results: written by make bench-fleet -->\n"
+	fleetEnd   = "<!-- end of fleet bench results -->\n"
+)
+
+// fleetMarkdown is the fleet part's tables: each figure next to its target.
+func fleetMarkdown(r *fleetResult, err error, machine []string, took time.Duration) string {
+	var b strings.Builder
+	w := func(format string, args ...any) { fmt.Fprintf(&b, format, args...) }
+	w("#### Fleet supervision (%d hosts × %d processes, %s interval, %d worker processes)\n\n", r.hosts, r.procs, r.interval, r.workers)
+	w("Measured %s on %s.\n\n", time.Now().UTC().Format("2006-01-02 15:04 UTC"), strings.Join(machine, ", "))
+	if err != nil {
+		w("The run stopped early: %v. Figures measured before that are below; the others are 0.\n\n", err)
+	}
+	mark := func(ok bool) string {
+		if ok {
+			return "met"
+		}
+		return "**missed**"
+	}
+	maxCores := 0.0
+	for _, c := range r.WorkerCores {
+		maxCores = max(maxCores, c)
+	}
+	perWorkerHosts := r.hosts / max(r.workers, 1)
+	w("| measure | value | target | |\n|---|---|---|---|\n")
+	w("| server requests/s per 1,000 hosts, quiet, all operations | %.2f | ≤ 1 | %s |\n", r.ReqPerSecPer1000, mark(r.ReqPerSecPer1000 <= 1))
+	w("| SSH execs per host per poll | %.2f | 1 | %s |\n", r.ExecsPerPoll, mark(r.ExecsPerPoll > 0.8 && r.ExecsPerPoll < 1.2))
+	w("| history events per host per quiet poll | %.3f | 0 | %s |\n", r.EventsPerPoll, mark(r.EventsPerPoll == 0))
+	at2000 := maxCores * 2000 / float64(max(perWorkerHosts, 1))
+	w("| busiest worker's CPU (%d hosts each), cores | %.2f (%.2f scaled to 2,000 hosts) | ≤ 1 for 2,000 hosts | %s |\n", perWorkerHosts, maxCores, at2000, mark(at2000 <= 1))
+	w("| host CPU per poll (sshd, shell, probe) | %.1f ms | reported | |\n", r.HostMsPerPoll)
+	w("| op's host activities started ≤ 1 s after schedule | %d of %d (max %.2f s) | all | %s |\n", r.OpWithin1s, r.OpActivities, r.OpMaxToStart,
+		mark(r.OpActivities > 0 && r.OpWithin1s == r.OpActivities))
+	if r.OpSDKToStart >= 0 {
+		w("| workers' SDK p99 activity schedule-to-start | %.2f s | ≤ 1 s | %s |\n", r.OpSDKToStart, mark(r.OpSDKToStart <= 1))
+	}
+	w("| mass failure: killed 10%% (%d), restarted | %d | all | %s |\n", r.Mass.Killed, r.Mass.Restarted, mark(r.Mass.Killed > 0 && r.Mass.Restarted == r.Mass.Killed))
+	w("| mass failure: kill → restarted p50 / p95 | %.1f / %.1f s | | |\n", r.Mass.P50, r.Mass.P95)
+	w("| of which detection (kill → host workflow told) p50 / p95 | %.1f / %.1f s | ≤ interval | |\n", r.Mass.DetectP50, r.Mass.DetectP95)
+	w("| of which the start on the host p50 / p95 | %.1f / %.1f s | start_check %s | |\n", r.Mass.HostOpP50, r.Mass.HostOpP95, fleetCheck)
+	w("| of which the engine p50 / p95 | %.1f / %.1f s | | |\n", r.Mass.EngineP50, r.Mass.EngineP95)
+	w("| worker SIGKILLed: processes killed after, running again within %s | %d of %d (max %.1f s) | all | %s |\n", r.LossBound, r.LossWithin, r.Loss.Killed, r.Loss.Max,
+		mark(r.Loss.Killed > 0 && r.LossWithin == r.Loss.Killed))
+	w("| double starts of killed processes / restarts of processes not killed | %d / %d | 0 / 0 | %s |\n", r.DoubleStarts, r.UnexpectedRun, mark(r.DoubleStarts == 0 && r.UnexpectedRun == 0))
+	w("\nQuiet window %s; starting the %d processes took %s; a restart of one process on %d hosts while supervising took %s.\n\n",
+		r.Quiet.Round(time.Second), r.hosts*r.procs, r.StartTook.Round(time.Second), r.OpHosts, r.OpTook.Round(100*time.Millisecond))
+	if len(r.Requests) > 0 {
+		w("Server requests in the quiet window, by operation (per second per 1,000 hosts):\n\n| operation | requests/s per 1,000 hosts |\n|---|---|\n")
+		ops := make([]string, 0, len(r.Requests))
+		for op := range r.Requests {
+			ops = append(ops, op)
+		}
+		sort.Slice(ops, func(i, j int) bool { return r.Requests[ops[i]] > r.Requests[ops[j]] })
+		for _, op := range ops {
+			w("| %s | %.3f |\n", op, r.Requests[op]/r.Quiet.Seconds()/float64(r.hosts)*1000)
+		}
+		w("\n")
+	}
+	w("Worker RSS at the end of the quiet window: ")
+	for i, m := range r.WorkerRSSMiB {
+		if i > 0 {
+			w(", ")
+		}
+		w("%.0f MiB", m)
+	}
+	w(". The whole run took %s.\n", took.Round(time.Second))
+	return b.String()
+}
+
+// writeFleet prints the fleet tables, writes them to fleet.md and, for a
+// run into the default results directory, into the README.
+func writeFleet(s settings, r *fleetResult, runErr error, took time.Duration) error {
+	md := fleetMarkdown(r, runErr, describeMachine(), took)
+	fmt.Print(md)
+	path := filepath.Join(s.out, "fleet.md")
+	if err := os.WriteFile(path, []byte(md), 0o644); err != nil {
+		return err
+	}
+	log.Printf("wrote %s", path)
+	if s.out != defaultOut() || runErr != nil {
+		return runErr
+	}
+	return refreshSection(filepath.Join(testbed.ModuleRoot(), "README.md"), fleetBegin, fleetEnd, md)
+}
+
+// refreshSection replaces what lies between begin and end in the file.
+func refreshSection(path, begin, end, body string) error {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	s := string(data)
+	i, j := strings.Index(s, begin), strings.Index(s, end)
+	if i < 0 || j < i {
+		log.Printf("%s has no %q marker pair; left alone", path, strings.TrimSpace(begin))
+		return nil
+	}
+	log.Printf("refreshed %s", path)
+	return os.WriteFile(path, []byte(s[:i+len(begin)]+body+s[j:]), 0o644)
+}
