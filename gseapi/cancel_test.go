@@ -25,7 +25,12 @@ func (e *cancelEngine) Results(_ context.Context, id string, _ bool) ([]proc.Key
 	return []proc.KeyedResult{{Key: "0:0:10.0.0.1:gse:p", HostResult: proc.Pending()}}, nil
 }
 
+// Cancel refuses an unknown task, as the workflow engine does: a caller
+// whose grant spans every namespace reaches it without reading results.
 func (e *cancelEngine) Cancel(_ context.Context, id string) (bool, error) {
+	if id != knownTask {
+		return false, fmt.Errorf("%w: %s", ErrTaskNotFound, id)
+	}
 	e.cancelled = append(e.cancelled, id)
 	return e.finished, nil
 }
