@@ -113,7 +113,7 @@ func TestShardArmEventsDecideRearm(t *testing.T) {
 	}
 	wantEvents(t, st, EventRestartSuccess)
 	a := r.arms[0]
-	if a.Shard != ShardWorkflowID("watches", "default-test-workflow-id", 4) || a.WatchQueue != "watches" || a.Arm.Host != "default-test-workflow-id" {
+	if a.Shard != ShardWorkflowID("watches", "host:0:10.0.0.1", 4) || a.WatchQueue != "watches" || a.Arm.Host != "host:0:10.0.0.1" {
 		t.Fatalf("arm %+v", a)
 	}
 	if before.Gen != 1 || before.Input == nil || len(before.Input.Entries) != 1 || after.Gen != 2 || after.Input == nil {
@@ -311,5 +311,23 @@ func TestShardContinuesAsNew(t *testing.T) {
 	}
 	if next.Epoch < 3 || next.ID != "watch-shard:watches:0" || next.WatchQueue != "watches" {
 		t.Fatalf("carried on with %+v", next)
+	}
+}
+
+// TestShardNewRunArmsTheNextGeneration: a run carried on from another
+// arms its shard at the next generation, and never disarms it first: the
+// shard is named from the host, not the execution (a history replayed
+// under another id decides the same).
+func TestShardNewRunArmsTheNextGeneration(t *testing.T) {
+	r := newShardRig(t)
+	r.env.RegisterDelayedCallback(func() {
+		r.env.SignalWorkflow(RenewSignal, nil)
+		r.env.SignalWorkflow(OpSignal, HostRequest{RequestID: "end", Op: proc.OpSpecUnregister, Process: proc.ProcessID{Namespace: "-", Name: "-"}})
+	}, time.Hour)
+	shard := ShardWorkflowID("watches", HostWorkflowID(proc.HostID{IP: "10.0.0.1"}), 1000)
+	r.env.ExecuteWorkflow(HostWorkflowName, HostState{Host: proc.HostID{IP: "10.0.0.1"}, Entries: []Entry{managed(nil)},
+		Supervision: Supervision{WatchShards: 1000, WatchQueue: "watches"}, WatchGen: 3, WatchShard: shard})
+	if g := r.gens(); !same(g, []int{4}) || r.arms[0].Shard != shard {
+		t.Fatalf("arms %+v, want generation 4 on %s", r.arms, shard)
 	}
 }

@@ -87,7 +87,9 @@ func (h *host) watchInput(watched []int) activities.WatchInput {
 func (h *host) waitShard(ctx, wctx workflow.Context, sel workflow.Selector, watched []int) {
 	now := workflow.Now(ctx)
 	in := h.watchInput(watched)
-	shard := ShardWorkflowID(h.watchQueue(ctx), workflow.GetInfo(ctx).WorkflowExecution.ID, h.Supervision.WatchShards)
+	// Named from the host's state, never the execution's id: a history
+	// replayed under another id must make the same decisions.
+	shard := ShardWorkflowID(h.watchQueue(ctx), HostWorkflowID(h.Host), h.Supervision.WatchShards)
 	// One arm at a time, and none waited for: a burst of ops runs at
 	// full speed, and the shard learns only the latest of what changed.
 	if h.arming == nil && (h.armed == nil || h.WatchShard != shard || !reflect.DeepEqual(*h.armed, in)) && !now.Before(h.watchBackoff) {
@@ -190,7 +192,7 @@ func (h *host) armShard(ctx workflow.Context, shard string, gen int) workflow.Fu
 	})
 	var d *Dispatcher
 	return workflow.ExecuteActivity(actx, d.ArmWatch, ArmInput{Shard: shard, WatchQueue: queue,
-		Arm: ShardArm{Host: workflow.GetInfo(ctx).WorkflowExecution.ID, Gen: gen}})
+		Arm: ShardArm{Host: HostWorkflowID(h.Host), Gen: gen}})
 }
 
 // watchQuery answers the shard watch: the armed generation and its input.
