@@ -23,7 +23,7 @@ const (
 func fleetMarkdown(r *fleetResult, err error, machine []string, took time.Duration) string {
 	var b strings.Builder
 	w := func(format string, args ...any) { fmt.Fprintf(&b, format, args...) }
-	w("#### Fleet supervision (%d hosts × %d processes, %s interval, %d worker processes)\n\n", r.hosts, r.procs, r.interval, r.workers)
+	w("#### Fleet supervision (%d hosts × %d processes, %s interval, %d worker processes, %d shard watches)\n\n", r.hosts, r.procs, r.interval, r.workers, (r.hosts+249)/250)
 	w("Measured %s on %s.\n\n", time.Now().UTC().Format("2006-01-02 15:04 UTC"), strings.Join(machine, ", "))
 	if err != nil {
 		w("The run stopped early: %v. Figures measured before that are below; the others are 0.\n\n", err)
