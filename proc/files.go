@@ -3,6 +3,7 @@ package proc
 import (
 	"fmt"
 	"path"
+	"slices"
 	"strings"
 )
 
@@ -105,6 +106,9 @@ func CheckRemotePath(p string) (string, error) {
 // one drift is checked against, and its content the source repair restores.
 func SetConfigFile(cm []ConfigFile, f PushFile) []ConfigFile {
 	src := f.Content
+	// A copy: the caller's slice may be shared (a watch armed with the
+	// registry as it was compares against it), and must keep what it had.
+	cm = slices.Clone(cm)
 	for i := range cm {
 		if cm[i].Path == f.Path {
 			cm[i].MD5, cm[i].Source, cm[i].Mode = f.Content.MD5, &src, f.Mode

@@ -1,9 +1,9 @@
 package workflows
 
 import (
+	"encoding/json"
 	"fmt"
 	"hash/fnv"
-	"reflect"
 	"time"
 
 	"go.temporal.io/sdk/temporal"
@@ -92,7 +92,7 @@ func (h *host) waitShard(ctx, wctx workflow.Context, sel workflow.Selector, watc
 	shard := ShardWorkflowID(h.watchQueue(ctx), HostWorkflowID(h.Host), h.Supervision.WatchShards)
 	// One arm at a time, and none waited for: a burst of ops runs at
 	// full speed, and the shard learns only the latest of what changed.
-	if h.arming == nil && (h.armed == nil || h.WatchShard != shard || !reflect.DeepEqual(*h.armed, in)) && !now.Before(h.watchBackoff) {
+	if h.arming == nil && (h.armed == nil || h.WatchShard != shard || !sameWatchInput(*h.armed, in)) && !now.Before(h.watchBackoff) {
 		h.arm(ctx, shard, in)
 	}
 	if h.arming != nil {
@@ -103,8 +103,11 @@ func (h *host) waitShard(ctx, wctx workflow.Context, sel workflow.Selector, watc
 		var ev activities.ShardEvents
 		c.Receive(ctx, &ev)
 		// Another generation's events were seen before the host last
-		// decided or armed: it acts only on what it is watching now.
-		if ev.Gen == h.WatchGen && h.armed != nil {
+		// decided or armed: it acts only on what it is watching now. Nor
+		// on events of what changed since it armed (an op ran, a config
+		// was pushed) while the next arm waits for the one under way:
+		// they judge the host by a registry it no longer has.
+		if ev.Gen == h.WatchGen && h.armed != nil && sameWatchInput(*h.armed, in) {
 			got = &ev
 		}
 	})
@@ -145,6 +148,10 @@ func (h *host) arm(ctx workflow.Context, shard string, in activities.WatchInput)
 		h.disarm(ctx)
 	}
 	h.WatchGen++
+	// What was armed is kept apart from the registry: an op that edits an
+	// entry in place must not edit what the shard is watching too, or the
+	// host would never see that the two differ.
+	in = cloneWatchInput(in)
 	h.armed, h.WatchShard = &in, shard
 	h.arming = h.armShard(ctx, shard, h.WatchGen)
 }
@@ -198,4 +205,26 @@ func (h *host) armShard(ctx workflow.Context, shard string, gen int) workflow.Fu
 // watchQuery answers the shard watch: the armed generation and its input.
 func (h *host) watchQuery() (activities.HostWatch, error) {
 	return activities.HostWatch{Gen: h.WatchGen, Input: h.armed}, nil
+}
+
+// sameWatchInput compares as the shard would read them: encoded, so an
+// empty list and none are the same.
+func sameWatchInput(a, b activities.WatchInput) bool {
+	x, errx := json.Marshal(a)
+	y, erry := json.Marshal(b)
+	return errx == nil && erry == nil && string(x) == string(y)
+}
+
+// cloneWatchInput is a deep copy, through the same encoding activities
+// get it in; one that cannot be encoded could not be armed either.
+func cloneWatchInput(in activities.WatchInput) activities.WatchInput {
+	b, err := json.Marshal(in)
+	if err != nil {
+		return in
+	}
+	var out activities.WatchInput
+	if json.Unmarshal(b, &out) != nil {
+		return in
+	}
+	return out
 }

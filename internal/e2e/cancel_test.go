@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -30,7 +31,7 @@ func TestCancelRestartMidWay(t *testing.T) {
 	e := newEnv(t, n)
 	ids := e.fleet(t, n, "0.2")
 	e.registerFleet(t, ids, func(s *proc.Spec) {
-		s.RestartCmd = "while [ ! -e go ]; do sleep 0.1; done; exec ./restart.sh"
+		s.RestartCmd = "touch waiting; while [ ! -e go ]; do sleep 0.1; done; exec ./restart.sh"
 		// Far past the test's own waits: on a loaded machine the waiting
 		// restarts must still be waiting, not timed out, when the cancel
 		// comes.
@@ -62,6 +63,17 @@ func TestCancelRestartMidWay(t *testing.T) {
 		var err error
 		progress, err = workflows.FetchOperate(ctx, e.client, task)
 		return err == nil && progress.Done >= open
+	})
+	// Every closed gate has its restart_cmd waiting at it before the
+	// cancel: a host the engine had not reached yet would answer "not
+	// run", which is right, but not what this test is about.
+	waitFor(t, 2*time.Minute, "every gated restart waiting", func() bool {
+		for _, id := range ids[open:] {
+			if _, err := os.Stat(filepath.Join(id.host.DataDir, id.dir, "waiting")); err != nil {
+				return false
+			}
+		}
+		return true
 	})
 	out, errOut, code := e.starter("", "cancel", task)
 	var resp struct {
