@@ -40,15 +40,8 @@ func CancelTaskAs(ctx context.Context, e Engine, body []byte, g *Grant) (Respons
 	// split task's results are read chunk by chunk, each a query of a
 	// chunk that may be busy with thousands of replies.
 	if g != nil && len(g.Namespaces) > 0 {
-		res, err := e.Results(ctx, q.TaskID, false)
-		switch {
-		case errors.Is(err, ErrTaskNotFound):
-			return Failure(CodeTaskNotFound, err), OutcomeNotFound
-		case err != nil:
-			return Failure(CodeUnavailable, err), OutcomeUnavailable
-		}
-		if err := g.checkResults("task_id", res); err != nil {
-			return forbidden(err)
+		if _, refused, outcome, ok := grantedResults(ctx, e, q.TaskID, false, g); !ok {
+			return refused, outcome
 		}
 	}
 	done, err := c.Cancel(ctx, q.TaskID)

@@ -102,21 +102,33 @@ func CallAs(ctx context.Context, e Engine, api string, body []byte, wait bool, g
 // (keys in the form the table in the README gives); a task touching a
 // namespace outside the grant is refused whole.
 func resultsFor(ctx context.Context, e Engine, taskID string, wait bool, g *Grant, v2 bool) (Response, Outcome) {
-	res, err := e.Results(ctx, taskID, wait)
-	switch {
-	case errors.Is(err, ErrTaskNotFound):
-		return Failure(CodeTaskNotFound, err), OutcomeNotFound
-	case err != nil:
-		return Failure(CodeUnavailable, err), OutcomeUnavailable
-	}
-	if err := g.checkResults("task_id", res); err != nil {
-		return forbidden(err)
+	res, refused, outcome, ok := grantedResults(ctx, e, taskID, wait, g)
+	if !ok {
+		return refused, outcome
 	}
 	key := func(r proc.KeyedResult) string { return r.Key }
 	if v2 {
 		key = proc.KeyV2Of
 	}
 	return OK(ResultData(res, key)), outcomeOf(res)
+}
+
+// grantedResults reads a task's results for a caller holding g: a task
+// not found, an engine that cannot answer, or a task touching a namespace
+// outside the grant is the refusal and its outcome instead.
+func grantedResults(ctx context.Context, e Engine, taskID string, wait bool, g *Grant) ([]proc.KeyedResult, Response, Outcome, bool) {
+	res, err := e.Results(ctx, taskID, wait)
+	switch {
+	case errors.Is(err, ErrTaskNotFound):
+		return nil, Failure(CodeTaskNotFound, err), OutcomeNotFound, false
+	case err != nil:
+		return nil, Failure(CodeUnavailable, err), OutcomeUnavailable, false
+	}
+	if err := g.checkResults("task_id", res); err != nil {
+		resp, outcome := forbidden(err)
+		return nil, resp, outcome, false
+	}
+	return res, Response{}, OutcomeOK, true
 }
 
 func outcomeOf(res []proc.KeyedResult) Outcome {
