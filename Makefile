@@ -96,10 +96,11 @@ bench-deps: deps
 	$(call apt_missing,parallel-ssh:pssh pdsh:pdsh ansible:ansible ssh:openssh-client)
 
 ## bench: drover against pssh, pdsh, Ansible and a bare Go fan-out on real
-## sshd hosts: status, control ops (start, restart, stop) and supervision cost
+## sshd hosts: status, control ops (start, restart, stop), supervision cost,
+## and every op over 200 and 10,000 identities (fleetops)
 ## (BENCH_HOSTS, BENCH_RUNS, BENCH_PARTS, ...: see bench/cmd/bench; flags in
 ## BENCH_ARGS, e.g. BENCH_ARGS="--hosts 50 --parts control"). Writes
-## bench/results/latest.md and scaling.png.
+## bench/results/latest.md, fleetops.md and scaling.png.
 bench: bench-deps bin/starter bin/temporal
 	$(GO) run ./bench/cmd/bench $(BENCH_ARGS)
 

@@ -59,7 +59,7 @@ func fleetMarkdown(r *fleetResult, err error, machine []string, took time.Durati
 	w("| worker SIGKILLed: processes killed after, running again within %s | %d of %d (max %.1f s) | all | %s |\n", r.LossBound, r.LossWithin, r.Loss.Killed, r.Loss.Max,
 		mark(r.Loss.Killed > 0 && r.LossWithin == r.Loss.Killed))
 	w("| double starts of killed processes / restarts of processes not killed | %d / %d | 0 / 0 | %s |\n", r.DoubleStarts, r.UnexpectedRun, mark(r.DoubleStarts == 0 && r.UnexpectedRun == 0))
-	w("\nQuiet window %s; starting the %d processes took %s; a restart of one process on %d hosts while supervising took %s.\n\n",
+	w("\nQuiet window %s; starting the %d processes on their hosts and registering them as managed took %s; a restart of one process on %d hosts while supervising took %s.\n\n",
 		r.Quiet.Round(time.Second), r.hosts*r.procs, r.StartTook.Round(time.Second), r.OpHosts, r.OpTook.Round(100*time.Millisecond))
 	if len(r.Requests) > 0 {
 		w("Server requests in the quiet window, by operation (per second per 1,000 hosts):\n\n| operation | requests/s per 1,000 hosts |\n|---|---|\n")

@@ -20,7 +20,10 @@
 //	BENCH_SQLITE_SYNC  full: the dev server's SQLite syncs every transaction
 //	                   (its default); otherwise WAL, synced at checkpoints
 //	BENCH_PARTS        what to measure: status, control (start, restart and
-//	                   stop on BENCH_HOSTS), supervise (status,control,supervise);
+//	                   stop on BENCH_HOSTS), supervise, fleetops (register,
+//	                   start, status, restart, stop over BENCH_FLEETOPS
+//	                   identities, 200,10000, sharing BENCH_FLEETOPS_SSHD
+//	                   sshd hosts, 20) (status,control,supervise,fleetops);
 //	                   or fleet alone (make bench-fleet): supervision of
 //	                   BENCH_FLEET_HOSTS (2000) × BENCH_FLEET_PROCS (10) at
 //	                   BENCH_FLEET_INTERVAL (10s) by BENCH_FLEET_WORKERS (2)
@@ -62,6 +65,7 @@ type settings struct {
 	parts                  []string
 	wfPollers, actPollers  int
 	fleet                  fleetSettings
+	fleetOps               fleetOpsSettings
 }
 
 // The parts of a bench run.
@@ -70,9 +74,10 @@ const (
 	partControl   = "control"
 	partSupervise = "supervise"
 	partFleet     = "fleet"
+	partFleetOps  = "fleetops"
 )
 
-var allParts = []string{partStatus, partControl, partSupervise}
+var allParts = []string{partStatus, partControl, partSupervise, partFleetOps}
 
 func (s settings) part(p string) bool { return slices.Contains(s.parts, p) }
 
@@ -115,6 +120,13 @@ func loadSettings(args []string) (settings, error) {
 			return s, err
 		}
 		s.fleet = f
+	}
+	if s.part(partFleetOps) {
+		f, err := loadFleetOpsSettings()
+		if err != nil {
+			return s, err
+		}
+		s.fleetOps = f
 	}
 	s.supHosts = envInt("BENCH_SUP_HOSTS", s.hosts)
 	// The worker's shipped defaults.
@@ -172,7 +184,13 @@ func (s settings) maxHosts() int {
 	if s.part(partFleet) {
 		return s.fleet.hosts
 	}
+	if len(s.parts) == 1 && s.part(partFleetOps) {
+		return s.fleetOps.sshd
+	}
 	n := s.hosts
+	if s.part(partFleetOps) {
+		n = max(n, s.fleetOps.sshd)
+	}
 	if s.part(partStatus) {
 		n = max(n, slices.Max(s.scale))
 	}
@@ -246,6 +264,9 @@ func run(ctx context.Context, s settings) error {
 		}
 		return writeFleet(s, r, err, time.Since(began))
 	}
+	if len(s.parts) == 1 && s.part(partFleetOps) {
+		return e.runFleetOps(ctx)
+	}
 	if err := e.prepareHosts(ctx); err != nil {
 		return err
 	}
@@ -299,6 +320,11 @@ func run(ctx context.Context, s settings) error {
 			rep.supErr = err
 		}
 		rep.sup = sup
+	}
+	if s.part(partFleetOps) {
+		if err := e.runFleetOps(ctx); err != nil {
+			return err
+		}
 	}
 	rep.took = time.Since(began)
 	return rep.write()

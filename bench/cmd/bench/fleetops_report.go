@@ -1,0 +1,192 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/drover-sh/drover/internal/testbed"
+)
+
+// The README's fleet-size ops section lies between these markers; a run
+// of the fleetops part into the default results directory rewrites it.
+const (
+	fleetOpsBegin = "<!-- fleet-size ops results: written by make bench -->\n"
+	fleetOpsEnd   = "<!-- end of fleet-size ops results -->\n"
+)
+
+// The server's limits the histories are held against.
+const (
+	historyEventLimit = 51200
+	historyByteLimit  = 50 << 20
+)
+
+// fleetOpsMarkdown is the fleet-size table: each op's time at each size,
+// its ratio to the baseline, and what the largest size must show.
+func fleetOpsMarkdown(r *fleetOpsResult, runErr error, machine []string) string {
+	var b strings.Builder
+	w := func(format string, args ...any) { fmt.Fprintf(&b, format, args...) }
+	base, top := r.sizes[0], r.sizes[len(r.sizes)-1]
+	w("#### Fleet-size ops (identities sharing %d sshd hosts through `address`)\n\n", r.sshd)
+	w("Measured %s on %s.\n\n", time.Now().UTC().Format("2006-01-02 15:04 UTC"), strings.Join(machine, ", "))
+	if runErr != nil {
+		w("The run stopped early: %v.\n\n", runErr)
+	}
+	w("| op |")
+	for _, n := range r.sizes {
+		w(" %d identities |", n)
+	}
+	w(" ratio %d/%d (linear: %.0f×) |\n|---|", top, base, float64(top)/float64(base))
+	for range r.sizes {
+		w("---|")
+	}
+	w("---|\n")
+	for _, op := range fleetOpsOps {
+		w("| %s |", op)
+		for _, n := range r.sizes {
+			w(" %s |", fleetOpsCell(r.Runs[n][op], n))
+		}
+		a, z := r.Runs[base][op], r.Runs[top][op]
+		if a != nil && z != nil && a.Took > 0 && z.Took > 0 && z.OK == top {
+			w(" %.1f× |\n", z.Took.Seconds()/a.Took.Seconds())
+		} else {
+			w(" - |\n")
+		}
+	}
+	w("\nRegister goes through the workflow API with every identity's inline spec; the others are `starter VERB --hosts group:… --wait -o json`, as an operator runs them, results included.\n\n")
+
+	w("| at %d identities | measured | target | |\n|---|---|---|---|\n", top)
+	allOK, allKeys, ticks := true, true, true
+	maxEv, maxBytes := 0, 0
+	for _, op := range fleetOpsOps {
+		z := r.Runs[top][op]
+		if z == nil {
+			allOK, allKeys, ticks = false, false, false
+			continue
+		}
+		allOK = allOK && z.OK == top && z.Err == ""
+		allKeys = allKeys && z.Keys == top
+		if op != "register" {
+			// Progress comes from the task's counts, a tick at a time,
+			// never by fetching every result.
+			ticks = ticks && z.Ticks > 1
+		}
+		maxEv = max(maxEv, z.TaskEvents, z.ChunkEvents)
+		maxBytes = max(maxBytes, z.TaskBytes, z.ChunkBytes)
+	}
+	w("| every op completes, every key its op's success | %s | all | %s |\n", fleetOpsOKs(r, top), verdict(allOK))
+	w("| get_proc_operate_result returns every key | %s | %d | %s |\n", fleetOpsKeys(r, top), top, verdict(allKeys))
+	w("| largest task or chunk history | %d events, %.2f MB | far below %d events, %d MB | %s |\n", maxEv, float64(maxBytes)/(1<<20),
+		historyEventLimit, historyByteLimit>>20, verdict(maxEv > 0 && maxEv < historyEventLimit/10 && maxBytes < historyByteLimit/10))
+	w("| `--wait` progress drawn from counts (ticks per op) | %s | more than one | %s |\n\n", fleetOpsTicks(r, top), verdict(ticks))
+	return b.String()
+}
+
+func fleetOpsCell(run *fleetOpsRun, n int) string {
+	switch {
+	case run == nil:
+		return "not run"
+	case run.OK == n && run.Err == "":
+		return secs(run.Took.Seconds())
+	}
+	var codes []string
+	for c, k := range run.Failed {
+		codes = append(codes, fmt.Sprintf("%d×%d", k, c))
+	}
+	sort.Strings(codes)
+	s := fmt.Sprintf("%s, %d ok; failed %s", secs(run.Took.Seconds()), run.OK, strings.Join(codes, " "))
+	if run.Err != "" {
+		s += "; " + oneLineOf(run.Err)
+	} else if run.Example != "" {
+		s += " (" + oneLineOf(run.Example) + ")"
+	}
+	return s
+}
+
+func fleetOpsOKs(r *fleetOpsResult, n int) string {
+	var parts []string
+	for _, op := range fleetOpsOps {
+		if z := r.Runs[n][op]; z != nil {
+			parts = append(parts, fmt.Sprintf("%s %d", op, z.OK))
+		}
+	}
+	return strings.Join(parts, ", ")
+}
+
+func fleetOpsKeys(r *fleetOpsResult, n int) string {
+	var parts []string
+	for _, op := range fleetOpsOps {
+		if z := r.Runs[n][op]; z != nil {
+			parts = append(parts, fmt.Sprintf("%s %d", op, z.Keys))
+		}
+	}
+	return strings.Join(parts, ", ")
+}
+
+func fleetOpsTicks(r *fleetOpsResult, n int) string {
+	var parts []string
+	for _, op := range fleetOpsOps[1:] {
+		if z := r.Runs[n][op]; z != nil {
+			parts = append(parts, fmt.Sprintf("%s %d", op, z.Ticks))
+		}
+	}
+	return strings.Join(parts, ", ")
+}
+
+// oneLineOf keeps a message to one short line of a table cell.
+func oneLineOf(s string) string {
+	s = strings.Join(strings.Fields(s), " ")
+	s = strings.ReplaceAll(s, "|", "/")
+	if len(s) > 160 {
+		s = s[:160] + "…"
+	}
+	return s
+}
+
+// writeFleetOps writes the fleet-size table to fleetops.md and, for a run
+// into the default results directory, into the README.
+func writeFleetOps(s settings, md string) error {
+	path := filepath.Join(s.out, "fleetops.md")
+	if err := os.WriteFile(path, []byte(md), 0o644); err != nil {
+		return err
+	}
+	log.Printf("wrote %s", path)
+	if s.out != defaultOut() {
+		return nil
+	}
+	return refreshSection(filepath.Join(testbed.ModuleRoot(), "README.md"), fleetOpsBegin, fleetOpsEnd, md)
+}
+
+// loadFleetOpsSettings reads BENCH_FLEETOPS (identity counts, the first
+// the baseline) and BENCH_FLEETOPS_SSHD.
+func loadFleetOpsSettings() (fleetOpsSettings, error) {
+	f := fleetOpsSettings{sshd: envInt("BENCH_FLEETOPS_SSHD", 20)}
+	for _, v := range strings.Split(envOr("BENCH_FLEETOPS", "200,10000"), ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(v))
+		if err != nil || n < 1 {
+			return f, fmt.Errorf("BENCH_FLEETOPS: %q is not an identity count", v)
+		}
+		f.sizes = append(f.sizes, n)
+	}
+	return f, nil
+}
+
+// runFleetOps runs the fleetops part and writes its table (fleetops.md and
+// its own README section); a failed op is in the table, and so is a run
+// that stopped early.
+func (e *env) runFleetOps(ctx context.Context) error {
+	log.Printf("fleet-size ops: %v identities on %d sshd hosts", e.s.fleetOps.sizes, e.s.fleetOps.sshd)
+	r, err := e.fleetOps(ctx, e.s.fleetOps)
+	md := fleetOpsMarkdown(r, err, describeMachine())
+	fmt.Print(md)
+	if werr := writeFleetOps(e.s, md); werr != nil {
+		return werr
+	}
+	return err
+}
