@@ -28,6 +28,7 @@ statof() {
   case $st in *") "*) ;; *) st=$(cat "/proc/$1/stat" 2>/dev/null) || return 1 ;; esac
   st=${st##*) }
 }
+f20() { s20=${20}; }
 pidin() {
   pid=; more=; { IFS= read -r pid; IFS= read -r more; } < "$1" 2>/dev/null
   case $pid in ''|*[!0-9]*|??????????*) pid= ;; esac
@@ -47,9 +48,12 @@ for f in "$@"; do
   if [ -e "$f" ]; then found=1; pidin "$f"; fi
   eval "pid$i=\$pid"
   if [ -n "$pid" ] && statof "$pid"; then
-    exe=$(readlink "/proc/$pid/exe" 2>/dev/null)
-    case $exe in *[[:cntrl:]]*) exe=$(readlink "/proc/$pid/exe" 2>/dev/null | tr '\t\n' '  ') ;; esac
-    cl=$(tr '\000\t\n' '\t  ' < "/proc/$pid/cmdline" 2>/dev/null | head -c 4096)
+    eval "k=\${k$i-}"; s20=; [ -z "$k" ] || f20 $st
+    if [ -z "$k" ] || [ "$k" != "$pid $s20" ]; then
+      exe=$(readlink "/proc/$pid/exe" 2>/dev/null)
+      case $exe in *[[:cntrl:]]*) exe=$(readlink "/proc/$pid/exe" 2>/dev/null | tr '\t\n' '  ') ;; esac
+      cl=$(tr '\000\t\n' '\t  ' < "/proc/$pid/cmdline" 2>/dev/null | head -c 4096)
+    fi
   fi
   printf 'P\t%d\t%s\t%s\t%s\n' "$i" "$found" "$pid" "$st"
   printf 'X\t%d\t%s\n' "$i" "$exe"
@@ -72,6 +76,16 @@ fi
 // ProbeScript builds the one-exec probe for the given pid files. window is
 // the CPU sampling interval; zero takes one sample.
 func ProbeScript(pidPaths []string, window time.Duration) string {
+	return probeScript(pidPaths, window, nil)
+}
+
+// probeScript is ProbeScript that skips reading the exe and cmdline of a
+// process known[i] names ("PID STARTTICKS", the incarnation a poll before
+// found alive): a pid and start time name one process until the host
+// reboots, so its exe is the one read then. Those reads are three of the
+// probe's forks per process, most of what a supervision poll costs the
+// host when nothing has changed.
+func probeScript(pidPaths []string, window time.Duration, known []string) string {
 	var b strings.Builder
 	b.WriteString(probeHeader)
 	if window > 0 {
@@ -85,6 +99,11 @@ func ProbeScript(pidPaths []string, window time.Duration) string {
 		b.WriteString(transport.ShellQuote(p))
 	}
 	b.WriteString("\n")
+	for i, k := range known {
+		if k != "" {
+			fmt.Fprintf(&b, "k%d='%s'\n", i, k)
+		}
+	}
 	b.WriteString(probeBody)
 	return b.String()
 }

@@ -71,11 +71,10 @@ const shardParallel = 32
 // watches: a shard watch started again (its membership changed) reuses it
 // while the generation is the same, with its limit and CPU state.
 type hostWatch struct {
-	mu     sync.Mutex
-	gen    int
-	in     WatchInput
-	w      *watcher
-	script string
+	mu  sync.Mutex
+	gen int
+	in  WatchInput
+	w   *watcher
 	// reported: this generation's events were delivered; the host polls
 	// no more until it arms a new generation.
 	reported bool
@@ -293,7 +292,6 @@ func (a *Activities) fetchWatch(ctx context.Context, m ShardMember, sem chan str
 	host, ok := a.Inventory.Lookup(got.Input.Target.HostID())
 	if ok {
 		hw.w = newWatcher(hw.in, platformFor(host))
-		hw.script = hw.w.plat.watchScript(hw.in.Entries, policies.HealthCheckTimeout)
 	}
 	sw.put(m.Host, hw)
 	return hw
@@ -314,7 +312,7 @@ func (a *Activities) pollMember(ctx context.Context, hw *hostWatch, host invento
 	case <-ctx.Done():
 		return ShardEvents{}
 	}
-	res, err := a.Runner.Run(ctx, host, transport.Command{Script: hw.script, Shell: hw.w.plat.shell(), Timeout: policies.WatchPollTimeout})
+	res, err := a.Runner.Run(ctx, host, transport.Command{Script: hw.w.pollScript(policies.HealthCheckTimeout), Shell: hw.w.plat.shell(), Timeout: policies.WatchPollTimeout})
 	<-sem
 	if err != nil || res.ExitCode != 0 || ctx.Err() != nil {
 		return ShardEvents{}

@@ -106,12 +106,11 @@ func (a *Activities) Watch(ctx context.Context, in WatchInput) (WatchOutput, err
 		}
 		w.loc = loc
 	}
-	script := w.plat.watchScript(in.Entries, policies.HealthCheckTimeout)
 	ended := time.Now().Add(renew)
 	tick := time.NewTicker(interval)
 	defer tick.Stop()
 	for polls := 1; ; polls++ {
-		res, err := a.Runner.Run(ctx, host, transport.Command{Script: script, Shell: w.plat.shell(), Timeout: policies.WatchPollTimeout})
+		res, err := a.Runner.Run(ctx, host, transport.Command{Script: w.pollScript(policies.HealthCheckTimeout), Shell: w.plat.shell(), Timeout: policies.WatchPollTimeout})
 		if err == nil && res.ExitCode == 0 {
 			events, zone := w.observe(string(res.Stdout)), w.zoneChange()
 			if len(events) > 0 || zone != nil {
@@ -156,12 +155,63 @@ type watcher struct {
 	// zone the host reported in its last poll.
 	loc      *time.Location
 	hostZone string
+	// known[i] is entry i's process as a poll last found it alive, so
+	// the next poll need not read its exe and cmdline again (see
+	// probeScript); bootTime is the boot they belong to.
+	known    []knownProc
+	bootTime int64
+	// script is the poll for the known processes named by scriptKey.
+	script, scriptKey string
+}
+
+// knownProc is one live incarnation and what proved it the spec's process.
+type knownProc struct {
+	pid               int
+	start             uint64
+	exe, argv0, argv1 string
+}
+
+// pollScript is the poll's one exec, built again only when the known
+// processes changed (a restart, a death).
+func (w *watcher) pollScript(health time.Duration) string {
+	keys := make([]string, len(w.known))
+	for i, k := range w.known {
+		if k.pid > 0 {
+			keys[i] = strconv.Itoa(k.pid) + " " + strconv.FormatUint(k.start, 10)
+		}
+	}
+	joined := strings.Join(keys, ",")
+	if w.script == "" || joined != w.scriptKey {
+		w.script, w.scriptKey = w.plat.watchScript(w.in.Entries, health, keys), joined
+	}
+	return w.script
+}
+
+// recall completes samples whose exe and cmdline the poll skipped with
+// those of the incarnation they were skipped for, then remembers what
+// this poll found alive.
+func (w *watcher) recall(host proc.HostInfo, samples []proc.Sample) {
+	if host.BootTime != w.bootTime {
+		// A reboot reuses pids and start times.
+		w.known, w.bootTime = make([]knownProc, len(w.in.Entries)), host.BootTime
+	}
+	for i := range samples {
+		s := &samples[i]
+		k := w.known[i]
+		if k.pid > 0 && s.Pid == k.pid && s.StartTicks == k.start && s.Exe == "" && s.Argv0 == "" {
+			s.Exe, s.Argv0, s.Argv1 = k.exe, k.argv0, k.argv1
+		}
+		w.known[i] = knownProc{}
+		if w.plat.alive(*s, w.in.Entries[i].Spec.ProcName) && s.StartTicks > 0 {
+			w.known[i] = knownProc{pid: s.Pid, start: s.StartTicks, exe: s.Exe, argv0: s.Argv0, argv1: s.Argv1}
+		}
+	}
 }
 
 func newWatcher(in WatchInput, plat platform) *watcher {
 	w := &watcher{in: in, plat: plat, limits: make([]policies.LimitState, len(in.Entries)),
 		prevTicks: make([]uint64, len(in.Entries)), prevStart: make([]uint64, len(in.Entries)),
-		reportedMD: map[string]bool{}}
+		known: make([]knownProc, len(in.Entries)), reportedMD: map[string]bool{}}
 	for i, e := range in.Entries {
 		for _, p := range e.Drifted {
 			w.reportedMD[key(i, p)] = true
@@ -215,6 +265,7 @@ func (w *watcher) observe(out string) []WatchEvent {
 	if err != nil {
 		return nil
 	}
+	w.recall(host, samples)
 	health := map[int]string{}
 	md := map[[2]int]string{}
 	sc := bufio.NewScanner(strings.NewReader(out))

@@ -34,7 +34,7 @@ type report struct {
 	supErr error
 
 	control map[string]ctlMeasure // by op
-	ctlRuns    []droverCtlRun
+	ctlRuns []droverCtlRun
 
 	availBefore             int64
 	memPerHost, memListener float64 // bytes
