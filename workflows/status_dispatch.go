@@ -48,6 +48,14 @@ func (d *Dispatcher) Status(ctx context.Context, in StatusInput) ([]HostReply, e
 		}(i, it)
 	}
 	wg.Wait()
+	// A batch whose own context ended (its task was cancelled, or its
+	// heartbeats stopped reaching a loaded server and the SDK gave the
+	// attempt up) answers nothing: the reads it cut short are not the
+	// hosts' failures, and a retry, which a read allows, answers them.
+	// A hung host is bounded by its own probe's deadline, not by this.
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
 	return out, nil
 }
 

@@ -1,0 +1,52 @@
+package workflows
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"go.temporal.io/api/workflowservice/v1"
+	"go.temporal.io/sdk/client"
+
+	"github.com/drover-sh/drover/activities"
+	"github.com/drover-sh/drover/inventory"
+	"github.com/drover-sh/drover/proc"
+)
+
+// cutShort stands in for a server that holds registry reads until the
+// batch's own context ends, as a loaded one did when the batch's
+// heartbeats stopped reaching it and the SDK gave the attempt up.
+type cutShort struct {
+	client.Client
+	end context.CancelFunc
+}
+
+func (s *cutShort) DescribeWorkflowExecution(ctx context.Context, _, _ string) (*workflowservice.DescribeWorkflowExecutionResponse, error) {
+	s.end()
+	<-ctx.Done()
+	return nil, ctx.Err()
+}
+
+// TestStatusBatchCutShortIsRetriedNotAnswered: a status batch whose own
+// context ends while it reads registries fails as a whole, so the attempt
+// is retried; it never answers its hosts 9199 "context canceled" for
+// reads it cut short itself (at 10,000 identities on a loaded server, a
+// hundred hosts did).
+func TestStatusBatchCutShortIsRetriedNotAnswered(t *testing.T) {
+	hosts := []inventory.Host{{IP: "10.0.0.1"}, {IP: "10.0.0.2"}}
+	inv, err := inventory.New("/dev/null", inventory.Host{User: "root", IdentityFile: "/dev/null"}, nil, hosts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	d := &Dispatcher{Client: &cutShort{end: cancel}, TaskQueue: "q", Inventory: inv, Acts: &activities.Activities{}}
+	var items []proc.Item
+	for _, h := range hosts {
+		items = append(items, proc.Item{Target: proc.Target{IP: h.IP}, Process: proc.ProcessID{Namespace: "ns", Name: "p"}})
+	}
+	replies, err := d.Status(ctx, StatusInput{TaskID: "T", Items: items})
+	if !errors.Is(err, context.Canceled) || replies != nil {
+		t.Fatalf("want the batch to fail with its context's end and answer nothing; got %v and %+v", err, replies)
+	}
+}
