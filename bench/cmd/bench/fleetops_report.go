@@ -6,6 +6,7 @@ import (
 	"log"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -167,6 +168,15 @@ func writeFleetOps(s settings, md string) error {
 // the baseline) and BENCH_FLEETOPS_SSHD.
 func loadFleetOpsSettings() (fleetOpsSettings, error) {
 	f := fleetOpsSettings{sshd: envInt("BENCH_FLEETOPS_SSHD", 20)}
+	// BENCH_FLEETOPS_OPS runs the first ops only (register and start
+	// always come first: the others need them), e.g. register,start,status.
+	if v := os.Getenv("BENCH_FLEETOPS_OPS"); v != "" {
+		ops := strings.Split(v, ",")
+		if len(ops) > len(fleetOpsOps) || !slices.Equal(ops, fleetOpsOps[:len(ops)]) {
+			return f, fmt.Errorf("BENCH_FLEETOPS_OPS %q: want the first ops of %s, in order", v, strings.Join(fleetOpsOps, ","))
+		}
+		fleetOpsOps = ops
+	}
 	for _, v := range strings.Split(envOr("BENCH_FLEETOPS", "200,10000"), ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(v))
 		if err != nil || n < 1 {
