@@ -78,6 +78,8 @@ type hostWatch struct {
 	// reported: this generation's events were delivered; the host polls
 	// no more until it arms a new generation.
 	reported bool
+	// polled is when this worker last polled the host.
+	polled time.Time
 }
 
 // shardWorker is what a worker keeps for shard watches.
@@ -246,7 +248,15 @@ func (a *Activities) watchMember(ctx context.Context, sw *shardWorker, m ShardMe
 		interval = policies.DefaultPollInterval
 	}
 	host, known := a.Inventory.Lookup(hw.in.Target.HostID())
+	// A shard watch started again (its membership changed) polls a host
+	// it already knows when that host's poll is due, not at once: while
+	// hosts arm one after another, the shard starts again every few
+	// seconds, and each start would poll every member.
+	if !hw.polled.IsZero() && !sleepCtx(ctx, time.Until(hw.polled.Add(interval))) {
+		return
+	}
 	for !hw.reported {
+		hw.polled = time.Now()
 		var ev ShardEvents
 		switch {
 		case !known:

@@ -150,3 +150,29 @@ func TestShardWatchNewerEpochTakesOver(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestShardWatchRestartPollsOnlyWhenDue: a shard watch started again (as
+// it is every few seconds while hosts arm one after another) polls a host
+// it already knows when that host's poll is due, not at once; a start per
+// arm would otherwise poll every member each time.
+func TestShardWatchRestartPollsOnlyWhenDue(t *testing.T) {
+	dir := t.TempDir()
+	live := watchEntry(t, dir, "proc-due")
+	inv, err := inventory.New("", inventory.Host{User: "root"}, nil, []inventory.Host{{IP: "10.0.0.1"}})
+	must(t, err)
+	hosts := &fakeHosts{queries: map[string]int{}, reported: map[string][]ShardEvents{}, watches: map[string]HostWatch{
+		"host:0:10.0.0.1": {Gen: 1, Input: &WatchInput{Target: proc.Target{IP: "10.0.0.1"}, Entries: []WatchEntry{live}, Interval: time.Minute}},
+	}}
+	runner := &countingRunner{execs: map[string]int{}}
+	a := &Activities{Inventory: inv, Runner: runner, Hosts: hosts}
+	in := ShardWatchInput{Shard: "s", Epoch: 1, Renew: 500 * time.Millisecond, Members: []ShardMember{{Host: "host:0:10.0.0.1", Gen: 1}}}
+	for epoch := 1; epoch <= 4; epoch++ {
+		in.Epoch = epoch
+		if err := a.ShardWatch(context.Background(), in); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := runner.count("10.0.0.1"); n != 1 {
+		t.Fatalf("four starts of the shard within its one-minute interval polled the host %d times, want once", n)
+	}
+}
