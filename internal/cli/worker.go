@@ -86,8 +86,12 @@ func StartWorker(cfg config.Config, logger *slog.Logger) (*Worker, error) {
 	}
 	w := worker.New(c, cfg.TaskQueue, worker.Options{
 		MaxConcurrentActivityExecutionSize: cfg.MaxConcurrentActivities,
-		MaxConcurrentWorkflowTaskPollers:   cfg.WorkflowTaskPollers,
-		MaxConcurrentActivityTaskPollers:   cfg.ActivityTaskPollers,
+		// The configured pollers are a ceiling: an idle worker keeps the
+		// fewest (every long poll is a request to the server, and quiet
+		// supervision has a budget of 1 request/s per 1,000 hosts), and
+		// an op's burst of tasks scales them up.
+		WorkflowTaskPollerBehavior: pollers(cfg.FixedPollers, 2, cfg.WorkflowTaskPollers),
+		ActivityTaskPollerBehavior: pollers(cfg.FixedPollers, 1, cfg.ActivityTaskPollers),
 		// A deploy stops polling and lets running host ops end by their own
 		// deadlines: cancelling one would kill its command on the host.
 		WorkerStopTimeout: stopTimeout,
@@ -174,4 +178,14 @@ func RunWorker(ctx context.Context, cfg config.Config, logger *slog.Logger) erro
 	w.Stop()
 	logger.Info("worker stopped")
 	return nil
+}
+
+// pollers is a worker's poller behaviour: at most most pollers, scaled
+// down to least while no tasks come, or always most when fixed.
+func pollers(fixed bool, least, most int) worker.PollerBehavior {
+	if fixed {
+		return worker.NewPollerBehaviorSimpleMaximum(worker.PollerBehaviorSimpleMaximumOptions{MaximumNumberOfPollers: most})
+	}
+	return worker.NewPollerBehaviorAutoscaling(worker.PollerBehaviorAutoscalingOptions{
+		InitialNumberOfPollers: least, MinimumNumberOfPollers: least, MaximumNumberOfPollers: most})
 }
