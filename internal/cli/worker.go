@@ -86,12 +86,12 @@ func StartWorker(cfg config.Config, logger *slog.Logger) (*Worker, error) {
 	}
 	w := worker.New(c, cfg.TaskQueue, worker.Options{
 		MaxConcurrentActivityExecutionSize: cfg.MaxConcurrentActivities,
-		// The configured pollers are a ceiling: an idle worker keeps the
-		// fewest (every long poll is a request to the server, and quiet
-		// supervision has a budget of 1 request/s per 1,000 hosts), and
-		// an op's burst of tasks scales them up.
-		WorkflowTaskPollerBehavior: pollers(cfg.FixedPollers, 2, cfg.WorkflowTaskPollers),
-		ActivityTaskPollerBehavior: pollers(cfg.FixedPollers, 1, cfg.ActivityTaskPollers),
+		// With autoscaling the configured pollers are a ceiling: an idle
+		// worker keeps the fewest (every long poll is a request to the
+		// server, and quiet supervision has a budget of 1 request/s per
+		// 1,000 hosts), and an op's burst of tasks scales them up.
+		WorkflowTaskPollerBehavior: pollers(!cfg.PollerAutoscaling, 2, cfg.WorkflowTaskPollers),
+		ActivityTaskPollerBehavior: pollers(!cfg.PollerAutoscaling, 1, cfg.ActivityTaskPollers),
 		// A deploy stops polling and lets running host ops end by their own
 		// deadlines: cancelling one would kill its command on the host.
 		WorkerStopTimeout: stopTimeout,

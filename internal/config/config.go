@@ -90,9 +90,9 @@ type Config struct {
 	// server: every host op is a few workflow tasks and an activity.
 	WorkflowTaskPollers int `koanf:"workflow_task_pollers"`
 	ActivityTaskPollers int `koanf:"activity_task_pollers"`
-	// FixedPollers keeps that many pollers always; otherwise they are a
-	// ceiling, and an idle worker scales down to 2 and 1.
-	FixedPollers bool `koanf:"fixed_pollers"`
+	// PollerAutoscaling makes those counts a ceiling: an idle worker
+	// scales down to 2 and 1 pollers. Off, it keeps them all always.
+	PollerAutoscaling bool `koanf:"poller_autoscaling"`
 	// MetricsListen is where the worker serves Prometheus /metrics; empty is off.
 	MetricsListen string `koanf:"metrics_listen"`
 	// FilesDir is the content store the starter and the worker share:
@@ -236,7 +236,7 @@ func AddWorkerFlags(fs *pflag.FlagSet) {
 	fs.Int("max-sessions-per-host", 0, "SSH sessions per pooled host connection (env DROVER_MAX_SESSIONS_PER_HOST, default 8)")
 	fs.Int("workflow-task-pollers", 0, "concurrent workflow task polls (env DROVER_WORKFLOW_TASK_POLLERS, default 16; at least 2)")
 	fs.Int("activity-task-pollers", 0, "concurrent activity task polls (env DROVER_ACTIVITY_TASK_POLLERS, default 16)")
-	fs.Bool("fixed-pollers", false, "keep every poller always, rather than scaling an idle worker down to 2 and 1 (env DROVER_FIXED_POLLERS; default off)")
+	fs.Bool("poller-autoscaling", false, "scale an idle worker's pollers down to 2 and 1, the counts above being a ceiling (env DROVER_POLLER_AUTOSCALING; default off)")
 }
 
 // Load merges defaults, file, environment and the flags that were set.
