@@ -11,16 +11,6 @@ import (
 	"github.com/drover-sh/drover/policies"
 )
 
-// runPoll runs a poll script on this machine and returns its output.
-func runPoll(t *testing.T, script string) string {
-	t.Helper()
-	out, err := exec.Command("sh", "-c", script).Output()
-	if err != nil {
-		t.Fatalf("poll: %v\n%s", err, out)
-	}
-	return string(out)
-}
-
 // exeLine is the X line the poll printed for entry i.
 func exeLine(out string, i int) (string, bool) {
 	prefix := "X\t" + strconv.Itoa(i) + "\t"
@@ -42,7 +32,7 @@ func TestWatchSkipsTheExeOfAKnownIncarnation(t *testing.T) {
 	e := watchEntry(t, dir, "proc-known")
 	w := newWatcher(WatchInput{Entries: []WatchEntry{e}}, linuxPlatform{login: "root"})
 
-	first := runPoll(t, w.pollScript(policies.HealthCheckTimeout))
+	first := runLocal(t, w.pollScript(policies.HealthCheckTimeout))
 	if exe, _ := exeLine(first, 0); !strings.HasSuffix(exe, "/proc-known") {
 		t.Fatalf("the first poll must read the exe; X line %q\n%s", exe, first)
 	}
@@ -50,7 +40,7 @@ func TestWatchSkipsTheExeOfAKnownIncarnation(t *testing.T) {
 		t.Fatalf("first poll: want nothing to report, got %+v", evs)
 	}
 
-	second := runPoll(t, w.pollScript(policies.HealthCheckTimeout))
+	second := runLocal(t, w.pollScript(policies.HealthCheckTimeout))
 	if exe, ok := exeLine(second, 0); !ok || exe != "" {
 		t.Fatalf("a known incarnation's exe must not be read again; X line %q (found %v)\n%s", exe, ok, second)
 	}
@@ -60,7 +50,7 @@ func TestWatchSkipsTheExeOfAKnownIncarnation(t *testing.T) {
 
 	// The same pid with another start time is another process: read.
 	w.known[0].start++
-	third := runPoll(t, w.pollScript(policies.HealthCheckTimeout))
+	third := runLocal(t, w.pollScript(policies.HealthCheckTimeout))
 	if exe, _ := exeLine(third, 0); !strings.HasSuffix(exe, "/proc-known") {
 		t.Fatalf("a pid whose start time differs must be read in full; X line %q", exe)
 	}
@@ -74,7 +64,7 @@ func TestWatchSkipsTheExeOfAKnownIncarnation(t *testing.T) {
 	must(t, other.Start())
 	t.Cleanup(func() { _ = other.Process.Kill(); _ = other.Wait() })
 	must(t, os.WriteFile(filepath.Join(dir, "proc-known.pid"), []byte(strconv.Itoa(other.Process.Pid)+"\n"), 0o644))
-	fourth := runPoll(t, w.pollScript(policies.HealthCheckTimeout))
+	fourth := runLocal(t, w.pollScript(policies.HealthCheckTimeout))
 	if exe, _ := exeLine(fourth, 0); !strings.HasSuffix(exe, "/sleep") {
 		t.Fatalf("another pid must be read in full; X line %q", exe)
 	}

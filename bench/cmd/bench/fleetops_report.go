@@ -81,11 +81,11 @@ func fleetOpsMarkdown(r *fleetOpsResult, runErr error, machine []string) string 
 		maxEv = max(maxEv, z.TaskEvents, z.ChunkEvents)
 		maxBytes = max(maxBytes, z.TaskBytes, z.ChunkBytes)
 	}
-	w("| every op completes, every key its op's success | %s | all | %s |\n", fleetOpsOKs(r, top), verdict(allOK))
-	w("| get_proc_operate_result returns every key | %s | %d | %s |\n", fleetOpsKeys(r, top), top, verdict(allKeys))
+	w("| every op completes, every key its op's success | %s | all | %s |\n", fleetOpsEach(r, top, fleetOpsOps, func(z *fleetOpsRun) int { return z.OK }), verdict(allOK))
+	w("| get_proc_operate_result returns every key | %s | %d | %s |\n", fleetOpsEach(r, top, fleetOpsOps, func(z *fleetOpsRun) int { return z.Keys }), top, verdict(allKeys))
 	w("| largest task or chunk history | %d events, %.2f MB | far below %d events, %d MB | %s |\n", maxEv, float64(maxBytes)/(1<<20),
 		historyEventLimit, historyByteLimit>>20, verdict(maxEv > 0 && maxEv < historyEventLimit/10 && maxBytes < historyByteLimit/10))
-	w("| `--wait` progress drawn from counts (ticks per op) | %s | more than one | %s |\n\n", fleetOpsTicks(r, top), verdict(ticks))
+	w("| `--wait` progress drawn from counts (ticks per op) | %s | more than one | %s |\n\n", fleetOpsEach(r, top, fleetOpsOps[1:], func(z *fleetOpsRun) int { return z.Ticks }), verdict(ticks))
 	return b.String()
 }
 
@@ -110,31 +110,12 @@ func fleetOpsCell(run *fleetOpsRun, n int) string {
 	return s
 }
 
-func fleetOpsOKs(r *fleetOpsResult, n int) string {
+// fleetOpsEach lists one figure of each op at n identities, as "op N".
+func fleetOpsEach(r *fleetOpsResult, n int, ops []string, figure func(*fleetOpsRun) int) string {
 	var parts []string
-	for _, op := range fleetOpsOps {
+	for _, op := range ops {
 		if z := r.Runs[n][op]; z != nil {
-			parts = append(parts, fmt.Sprintf("%s %d", op, z.OK))
-		}
-	}
-	return strings.Join(parts, ", ")
-}
-
-func fleetOpsKeys(r *fleetOpsResult, n int) string {
-	var parts []string
-	for _, op := range fleetOpsOps {
-		if z := r.Runs[n][op]; z != nil {
-			parts = append(parts, fmt.Sprintf("%s %d", op, z.Keys))
-		}
-	}
-	return strings.Join(parts, ", ")
-}
-
-func fleetOpsTicks(r *fleetOpsResult, n int) string {
-	var parts []string
-	for _, op := range fleetOpsOps[1:] {
-		if z := r.Runs[n][op]; z != nil {
-			parts = append(parts, fmt.Sprintf("%s %d", op, z.Ticks))
+			parts = append(parts, fmt.Sprintf("%s %d", op, figure(z)))
 		}
 	}
 	return strings.Join(parts, ", ")
