@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/temporal"
 
 	"github.com/drover-sh/drover/internal/filestore"
 	"github.com/drover-sh/drover/inventory"
@@ -88,21 +89,47 @@ func (a *Activities) HostOp(ctx context.Context, in HostOpInput) (HostOpOutput, 
 	}
 	defer keepAlive(ctx)()
 	r := &opRun{a: a, ctx: ctx, host: host, plat: plat, in: in, spec: spec}
+	var out HostOpOutput
 	switch in.Op {
 	case proc.OpStatus:
-		return r.status(), nil
+		out = r.status()
 	case proc.OpStart:
-		return r.start(), nil
+		out = r.start()
 	case proc.OpStop:
-		return r.stop(), nil
+		out = r.stop()
 	case proc.OpRestart:
-		return r.restart(), nil
+		out = r.restart()
 	case proc.OpReload:
-		return r.reload(), nil
+		out = r.reload()
 	case proc.OpKill:
-		return r.kill(), nil
+		out = r.kill()
+	default:
+		return failed(proc.Fail(proc.CodeBadOpType, "op_type %d has no host action", int(in.Op))), nil
 	}
-	return failed(proc.Fail(proc.CodeBadOpType, "op_type %d has no host action", int(in.Op))), nil
+	if err := attemptLost(ctx); err != nil {
+		return HostOpOutput{}, err
+	}
+	return out, nil
+}
+
+// attemptLost is why an op's answer must not be recorded, or nil. An op
+// answers whatever happened on the host, also when its deadline passed
+// or its task's cancel ended it. But the SDK also ends an attempt's
+// context when its heartbeats stop reaching a loaded server, or the
+// server has already given the attempt up: what the op then saw ("no
+// free session ... context canceled") is the worker's, not the host's,
+// and an error has the attempt retried (an attempt after the first
+// treats the host as possibly acted on) rather than answered.
+func attemptLost(ctx context.Context) error {
+	if ctx.Err() == nil {
+		return nil
+	}
+	cause := context.Cause(ctx)
+	var asked *temporal.CanceledError
+	if errors.Is(cause, context.DeadlineExceeded) || errors.As(cause, &asked) {
+		return nil
+	}
+	return fmt.Errorf("attempt given up by the worker, not by its deadline or a cancel: %v", cause)
 }
 
 func failed(r proc.HostResult) HostOpOutput { return HostOpOutput{Result: r} }

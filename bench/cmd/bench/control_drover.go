@@ -44,8 +44,8 @@ type droverCtlRun struct {
 	// TaskTasks the task's own.
 	HostTasks, TaskTasks int
 	Handshakes, Execs    int64
-	// Requests is the dev server's gRPC requests during the op, by
-	// operation, when its metrics are served.
+	// Requests is the dev server's frontend requests in drover's
+	// namespace during the op, by operation, when its metrics are served.
 	Requests map[string]float64
 }
 
@@ -68,7 +68,7 @@ func (e *env) droverControl(ctx context.Context, name string, op proc.OpType, ho
 	// op's history reads land before counting this one's requests.
 	time.Sleep(2 * time.Second)
 	before := e.worker.SSH.Stats()
-	reqBefore := e.serverRequests()
+	reqBefore, _ := e.serverRequests()
 	began := time.Now()
 	cmd := exec.CommandContext(ctx, filepath.Join(e.s.bin, "starter"), "api", "operate_process", "-f", body, "--wait",
 		"--temporal-address", e.cfg.TemporalAddress, "--task-queue", e.cfg.TaskQueue, "--inventory", e.cfg.Inventory)
@@ -76,7 +76,8 @@ func (e *env) droverControl(ctx context.Context, name string, op proc.OpType, ho
 	cmd.Stdout, cmd.Stderr = &out, &errOut
 	runErr := cmd.Run()
 	took := time.Since(began)
-	r := droverCtlRun{Op: name, Total: took.Seconds(), Requests: diffRequests(reqBefore, e.serverRequests())}
+	reqAfter, _ := e.serverRequests()
+	r := droverCtlRun{Op: name, Total: took.Seconds(), Requests: diffRequests(reqBefore, reqAfter)}
 	after := e.worker.SSH.Stats()
 	r.Handshakes, r.Execs = after.Handshakes-before.Handshakes, after.Execs-before.Execs
 	var resp struct {
@@ -270,35 +271,50 @@ func diffRequests(before, after map[string]float64) map[string]float64 {
 	return out
 }
 
-// serverRequests reads the dev server's gRPC request counts by operation
-// (service_requests), or nil when its metrics are not served.
-func (e *env) serverRequests() map[string]float64 {
+// serverRequests reads the dev server's frontend requests by operation
+// (service_requests): those in drover's namespace, and apart from them the
+// server's own (its system namespace's housekeeping workers), which no
+// client of it sends. Its history and matching services count each request
+// again as they pass it on; they are not requests to the server. It is nil
+// when the server's metrics are not served.
+func (e *env) serverRequests() (ours, own map[string]float64) {
 	if e.metricsPort == 0 {
-		return nil
+		return nil, nil
 	}
 	resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/metrics", e.metricsPort))
 	if err != nil {
-		return nil
+		return nil, nil
 	}
 	defer resp.Body.Close()
-	out := map[string]float64{}
+	ours, own = map[string]float64{}, map[string]float64{}
 	sc := bufio.NewScanner(resp.Body)
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
 	for sc.Scan() {
 		line := sc.Text()
-		if !strings.HasPrefix(line, "service_requests{") {
+		if !strings.HasPrefix(line, "service_requests{") || label(line, "service_name") != "frontend" {
 			continue
 		}
-		_, rest, ok := strings.Cut(line, `operation="`)
-		if !ok {
-			continue
-		}
-		op, _, _ := strings.Cut(rest, `"`)
+		op := label(line, "operation")
 		f := strings.Fields(line)
 		v, err := strconv.ParseFloat(f[len(f)-1], 64)
-		if err == nil {
-			out[op] += v
+		if op == "" || err != nil {
+			continue
+		}
+		if label(line, "namespace") == e.cfg.TemporalNamespace {
+			ours[op] += v
+		} else {
+			own[op] += v
 		}
 	}
-	return out
+	return ours, own
+}
+
+// label is a Prometheus line's value of one label, or "".
+func label(line, name string) string {
+	_, rest, ok := strings.Cut(line, name+`="`)
+	if !ok {
+		return ""
+	}
+	v, _, _ := strings.Cut(rest, `"`)
+	return v
 }

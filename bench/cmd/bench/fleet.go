@@ -57,8 +57,11 @@ type fleetResult struct {
 	fleetSettings
 	StartTook time.Duration
 	// Quiet window.
-	Quiet            time.Duration
-	Requests         map[string]float64 // server requests by operation
+	Quiet    time.Duration
+	Requests map[string]float64 // frontend requests in drover's namespace, by operation
+	// ServerOwn is the server's own frontend requests (its system
+	// namespace's workers), which no client sends: per second.
+	ServerOwn        float64
 	ReqPerSecPer1000 float64
 	HostPolls        float64
 	ExecsPerPoll     float64

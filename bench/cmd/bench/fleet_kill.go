@@ -87,6 +87,7 @@ func (e *env) killAndTimeFleet(ctx context.Context, victims []*victim, limit tim
 			return out, err
 		}
 	}
+	e.logNotBack(ctx, victims)
 	var took, detect, engine, hostOp []float64
 	for _, v := range victims {
 		if v.took == 0 {
@@ -164,4 +165,26 @@ func lossWithin(vs []*victim, bound time.Duration) int {
 		}
 	}
 	return n
+}
+
+// logNotBack says, for each victim not back within the limit, what its
+// host recorded of it since the kill: the reason is in those events.
+func (e *env) logNotBack(ctx context.Context, victims []*victim) {
+	for _, v := range victims {
+		if v.took > 0 {
+			continue
+		}
+		var evs []workflows.Event
+		_, err := workflows.QueryOpen(ctx, e.client, workflows.HostWorkflowID(proc.HostID{IP: v.host.IP}), workflows.EventsQuery, &evs)
+		seen := ""
+		for _, ev := range evs {
+			if ev.Process.Name == fleetName(v.p) && ev.Time.After(v.at) {
+				seen += fmt.Sprintf("; +%.1fs %s %s", ev.Time.Sub(v.at).Seconds(), ev.Kind, ev.Detail)
+			}
+		}
+		if err != nil {
+			seen = "; events not read: " + err.Error()
+		}
+		logf("not back: %s %s%s", v.host.IP, fleetName(v.p), seen)
+	}
 }

@@ -40,7 +40,7 @@ func fleetMarkdown(r *fleetResult, err error, machine []string, took time.Durati
 	}
 	perWorkerHosts := r.hosts / max(r.workers, 1)
 	w("| measure | value | target | |\n|---|---|---|---|\n")
-	w("| server requests/s per 1,000 hosts, quiet, all operations | %.2f | ≤ 1 | %s |\n", r.ReqPerSecPer1000, mark(r.ReqPerSecPer1000 <= 1))
+	w("| server (frontend) requests/s per 1,000 hosts, quiet, all operations | %.2f | ≤ 1 | %s |\n", r.ReqPerSecPer1000, mark(r.ReqPerSecPer1000 <= 1))
 	w("| SSH execs per host per poll | %.2f | 1 | %s |\n", r.ExecsPerPoll, mark(r.ExecsPerPoll > 0.8 && r.ExecsPerPoll < 1.2))
 	w("| history events per host per quiet poll | %.3f | 0 | %s |\n", r.EventsPerPoll, mark(r.EventsPerPoll == 0))
 	// A worker's CPU goes with its polls: scaled to 2,000 hosts polled
@@ -66,7 +66,9 @@ func fleetMarkdown(r *fleetResult, err error, machine []string, took time.Durati
 	w("\nQuiet window %s; starting the %d processes on their hosts and registering them as managed took %s; a restart of one process on %d hosts while supervising took %s.\n\n",
 		r.Quiet.Round(time.Second), r.hosts*r.procs, r.StartTook.Round(time.Second), r.OpHosts, r.OpTook.Round(100*time.Millisecond))
 	if len(r.Requests) > 0 {
-		w("Server requests in the quiet window, by operation (per second per 1,000 hosts):\n\n| operation | requests/s per 1,000 hosts |\n|---|---|\n")
+		w("Frontend requests in drover's namespace in the quiet window, by operation (per second per 1,000 hosts; " +
+			"the server's history and matching services pass some of them on and count them again, which are not requests to it):\n\n" +
+			"| operation | requests/s per 1,000 hosts |\n|---|---|\n")
 		ops := make([]string, 0, len(r.Requests))
 		for op := range r.Requests {
 			ops = append(ops, op)
@@ -75,7 +77,8 @@ func fleetMarkdown(r *fleetResult, err error, machine []string, took time.Durati
 		for _, op := range ops {
 			w("| %s | %.3f |\n", op, r.Requests[op]/r.Quiet.Seconds()/float64(r.hosts)*1000)
 		}
-		w("\n")
+		w("\nNot counted above: the server's own workers (its system namespace) sent %.2f frontend requests/s in the same window, "+
+			"with no drover worker involved; they cost the same with no hosts at all.\n\n", r.ServerOwn)
 	}
 	w("Worker RSS at the end of the quiet window: ")
 	for i, m := range r.WorkerRSSMiB {

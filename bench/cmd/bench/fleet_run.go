@@ -62,7 +62,8 @@ func (e *env) fleetCost(ctx context.Context, f fleetSettings) (*fleetResult, err
 	if err := sleepCtx(ctx, 3*time.Second); err != nil {
 		return r, err
 	}
-	req0, execs0, host0 := e.serverRequests(), execs(), hostsCPU(bed)
+	req0, own0 := e.serverRequests()
+	execs0, host0 := execs(), hostsCPU(bed)
 	cpu0 := make([]float64, len(workers))
 	for i, w := range workers {
 		cpu0[i], _ = w.cpuAndRSS()
@@ -77,7 +78,11 @@ func (e *env) fleetCost(ctx context.Context, f fleetSettings) (*fleetResult, err
 	if err := sleepCtx(ctx, 3*time.Second); err != nil {
 		return r, err
 	}
-	r.Requests = diffRequests(req0, e.serverRequests())
+	req1, own1 := e.serverRequests()
+	r.Requests = diffRequests(req0, req1)
+	for _, v := range diffRequests(own0, own1) {
+		r.ServerOwn += v / r.Quiet.Seconds()
+	}
 	execsQ, hostQ := execs()-execs0, hostsCPU(bed)-host0
 	for i, w := range workers {
 		cpu, mem := w.cpuAndRSS()
