@@ -72,12 +72,16 @@ type fleetResult struct {
 	// An op while supervising: a restart of one process on a tenth of the
 	// hosts; its host activities' schedule-to-start, from the hosts'
 	// histories.
-	OpHosts       int
-	OpTook        time.Duration
-	OpActivities  int
-	OpWithin1s    int
-	OpMaxToStart  float64
-	OpSDKToStart  float64 // the workers' SDK p99 schedule-to-start, seconds; -1 when not served
+	OpHosts      int
+	OpTook       time.Duration
+	OpActivities int
+	OpWithin1s   int
+	OpMaxToStart float64
+	// OpSDKToStart is the workers' SDK mean schedule-to-start of the ops
+	// queue's activities during the op, seconds (of OpSDKCount); -1 when
+	// not served.
+	OpSDKToStart  float64
+	OpSDKCount    int
 	Mass          restartTimes
 	Loss          restartTimes
 	LossBound     time.Duration
@@ -101,13 +105,24 @@ func fleetName(p int) string { return "svc" + strconv.Itoa(p) }
 
 func fleetDir(p int) string { return "/data/" + fleetNS + strconv.Itoa(p) }
 
+// fleetProg is the program of process p on host h: a name of its own on
+// every host, as the test bed's hosts share one kernel's pids. A restart on
+// one host may take the pid a process killed on another left in its pid
+// file; under one name everywhere, that pid would pass for the killed
+// process (alive, and its exe matches proc_name), which on a host of its
+// own cannot happen.
+func fleetProg(h *testbed.Host, p int) string {
+	ip := strings.Split(h.IP, ".")
+	return fmt.Sprintf("svc%d_%s_%s", p, ip[len(ip)-2], ip[len(ip)-1])
+}
+
 // fleetSpec is one supervised process: a copy of sleep, each start noted
 // in starts.log so a double start shows.
-func fleetSpec(p int) proc.Spec {
-	dir := fleetDir(p)
+func fleetSpec(h *testbed.Host, p int) proc.Spec {
+	dir, prog := fleetDir(p), fleetProg(h, p)
 	return proc.Spec{
-		ProcName: "svc", SetupPath: dir, PidPath: dir + "/svc.pid",
-		StartCmd: "echo start >> starts.log; setsid ./svc 86400 </dev/null >/dev/null 2>&1 & echo $! > svc.pid",
+		ProcName: prog, SetupPath: dir, PidPath: dir + "/svc.pid",
+		StartCmd: "echo start >> starts.log; setsid ./" + prog + " 86400 </dev/null >/dev/null 2>&1 & echo $! > svc.pid",
 		AutoType: proc.AutoResident, StartCheck: fleetCheck, OpTimeout: 30 * time.Second,
 	}
 }
@@ -131,7 +146,7 @@ func installFleet(hosts []*testbed.Host, procs int) error {
 				return err
 			}
 			_ = os.Remove(filepath.Join(dir, "starts.log"))
-			if err := os.WriteFile(filepath.Join(dir, "svc"), prog, 0o755); err != nil {
+			if err := os.WriteFile(filepath.Join(dir, fleetProg(h, p)), prog, 0o755); err != nil {
 				return err
 			}
 		}

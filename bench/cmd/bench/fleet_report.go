@@ -53,7 +53,8 @@ func fleetMarkdown(r *fleetResult, err error, machine []string, took time.Durati
 	w("| op's host activities started ≤ 1 s after schedule | %d of %d (max %.2f s) | all | %s |\n", r.OpWithin1s, r.OpActivities, r.OpMaxToStart,
 		mark(r.OpActivities > 0 && r.OpWithin1s == r.OpActivities))
 	if r.OpSDKToStart >= 0 {
-		w("| workers' SDK p99 activity schedule-to-start | %.2f s | ≤ 1 s | %s |\n", r.OpSDKToStart, mark(r.OpSDKToStart <= 1))
+		w("| workers' SDK mean schedule-to-start of the ops queue's activities during the op (%d) | %.2f s | ≤ 1 s | %s |\n",
+			r.OpSDKCount, r.OpSDKToStart, mark(r.OpSDKToStart <= 1))
 	}
 	w("| mass failure: killed 10%% (%d), restarted | %d | all | %s |\n", r.Mass.Killed, r.Mass.Restarted, mark(r.Mass.Killed > 0 && r.Mass.Restarted == r.Mass.Killed))
 	w("| mass failure: kill → restarted p50 / p95 | %.1f / %.1f s | | |\n", r.Mass.P50, r.Mass.P95)

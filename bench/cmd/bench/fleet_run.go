@@ -177,7 +177,7 @@ func (e *env) fleetStart(ctx context.Context, hosts []*testbed.Host, procs int) 
 	err := forHosts(hosts, func(h *testbed.Host) error {
 		var script strings.Builder
 		for p := 0; p < procs; p++ {
-			spec := fleetSpec(p)
+			spec := fleetSpec(h, p)
 			fmt.Fprintf(&script, "(cd %s && %s) || exit 1\n", spec.SetupPath, spec.StartCmd)
 		}
 		_, err := h.Exec(script.String())
@@ -195,7 +195,7 @@ func (e *env) fleetStart(ctx context.Context, hosts []*testbed.Host, procs int) 
 		var items []proc.Item
 		for _, h := range hosts[i:min(i+per, len(hosts))] {
 			for p := 0; p < procs; p++ {
-				spec := fleetSpec(p)
+				spec := fleetSpec(h, p)
 				items = append(items, proc.Item{Target: proc.Target{IP: h.IP}, Process: proc.ProcessID{Namespace: fleetNS, Name: fleetName(p)}, Spec: &spec})
 			}
 		}
@@ -237,12 +237,13 @@ func (e *env) fleetOpWait(ctx context.Context, hosts []*testbed.Host, workers []
 	var picked []*testbed.Host
 	last := r.procs - 1
 	for i := 0; i < len(hosts); i += 10 {
-		spec := fleetSpec(last)
+		spec := fleetSpec(hosts[i], last)
 		picked = append(picked, hosts[i])
 		expect[fleetKey{hosts[i], last}]++
 		items = append(items, proc.Item{Target: proc.Target{IP: hosts[i].IP}, Process: proc.ProcessID{Namespace: fleetNS, Name: fleetName(last)}, Spec: &spec})
 	}
 	r.OpHosts = len(items)
+	sdkSum0, sdkN0 := sdkToStart(workers)
 	began := time.Now()
 	res, err := e.operateOn(ctx, fleetQueue, proc.OpRestart, items)
 	if err != nil {
@@ -265,18 +266,11 @@ func (e *env) fleetOpWait(ctx context.Context, hosts []*testbed.Host, workers []
 			r.OpMaxToStart = max(r.OpMaxToStart, w.Seconds())
 		}
 	}
-	// The SDK's own view: the highest p99 schedule-to-start any worker
-	// reports for its activities.
-	for _, w := range workers {
-		m, err := scrapeWorker(w.metrics)
-		if err != nil {
-			continue
-		}
-		for k, v := range m {
-			if strings.Contains(k, "activity_schedule_to_start_latency") && strings.Contains(k, `quantile="0.99"`) {
-				r.OpSDKToStart = max(r.OpSDKToStart, v)
-			}
-		}
+	// The SDK's own view: the ops queue's activities that started during
+	// the op, and their mean wait (its summaries' quantiles span minutes
+	// before, setup included).
+	if sum, n := sdkToStart(workers); n > sdkN0 {
+		r.OpSDKToStart, r.OpSDKCount = (sum-sdkSum0)/(n-sdkN0), int(n-sdkN0)
 	}
 	for _, h := range picked {
 		if n := fleetStarts(h, last); n != 2 {
@@ -337,4 +331,27 @@ func sortedSecs(xs []float64) []float64 {
 	s := append([]float64(nil), xs...)
 	sort.Float64s(s)
 	return s
+}
+
+// sdkToStart sums the workers' SDK schedule-to-start summaries of the ops
+// queue's activities: seconds, and how many.
+func sdkToStart(workers []*workerProc) (sum, n float64) {
+	queue := `task_queue="` + strings.ReplaceAll(fleetQueue, "-", "_") + `"`
+	for _, w := range workers {
+		m, err := scrapeWorker(w.metrics)
+		if err != nil {
+			continue
+		}
+		for k, v := range m {
+			if !strings.HasPrefix(k, "temporal_activity_schedule_to_start_latency_") || !strings.Contains(k, queue) {
+				continue
+			}
+			if strings.HasPrefix(k, "temporal_activity_schedule_to_start_latency_sum{") {
+				sum += v
+			} else if strings.HasPrefix(k, "temporal_activity_schedule_to_start_latency_count{") {
+				n += v
+			}
+		}
+	}
+	return sum, n
 }
