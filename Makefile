@@ -93,7 +93,7 @@ test-scale: deps bin/temporal
 
 ## bench-deps: the peers drover is measured against, from Debian, when missing
 bench-deps: deps
-	$(call apt_missing,parallel-ssh:pssh pdsh:pdsh ansible:ansible ssh:openssh-client)
+	$(call apt_missing,parallel-ssh:pssh pdsh:pdsh ansible:ansible ssh:openssh-client monit:monit)
 
 ## bench: drover against pssh, pdsh, Ansible and a bare Go fan-out on real
 ## sshd hosts: status, control ops (start, restart, stop), supervision cost,

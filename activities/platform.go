@@ -31,8 +31,9 @@ type platform interface {
 	// watchScript is one supervision poll of every entry; each health
 	// check is bounded by health on its own. known[i], when set, is the
 	// "PID STARTTICKS" of entry i's process as the last poll found it
-	// alive: a platform may skip what it already knows of it.
-	watchScript(entries []WatchEntry, health time.Duration, known []string) string
+	// alive: a platform may skip what it already knows of it, and of the
+	// host, when host is set.
+	watchScript(entries []WatchEntry, health time.Duration, known []string, host *hostKnown) string
 	parseProbe(out string, n int) (proc.HostInfo, []proc.Sample, error)
 	alive(s proc.Sample, procName string) bool
 	controlScript(spec proc.Spec, cmd string) string
@@ -83,13 +84,13 @@ func (linuxPlatform) statusScript(spec proc.Spec, window time.Duration, extras b
 // md5s run side by side, each bounded by health on its own: a slow one is
 // reported as such (or, for an md5, says nothing) and never holds up the
 // poll.
-func (l linuxPlatform) watchScript(entries []WatchEntry, health time.Duration, known []string) string {
+func (l linuxPlatform) watchScript(entries []WatchEntry, health time.Duration, known []string, host *hostKnown) string {
 	paths := make([]string, len(entries))
 	for i, e := range entries {
 		paths[i] = e.Spec.PidPath
 	}
 	var b strings.Builder
-	b.WriteString(probeScript(paths, 0, known))
+	b.WriteString(probeScript(paths, 0, known, host))
 	secs := strconv.FormatFloat(health.Seconds(), 'f', -1, 64)
 	for i, e := range entries {
 		pre := l.sudo(e.Spec.Account)

@@ -13,15 +13,26 @@ import (
 
 // probeHeader is the POSIX sh that reports the host itself. It reads /proc
 // directly: one exec, no ps, no login shell. Every process it forks costs
-// the host more than the whole SSH exec otherwise does, so it forks five:
-// getconf twice, one awk for /proc/meminfo and /proc/stat, date and id.
+// the host more than the whole SSH exec otherwise does, so it forks five
+// (getconf twice, one awk for /proc/meminfo and /proc/stat, date and id),
+// and only one, date, when the caller knows the host for this boot (kb,
+// the boot_id a poll before read, with what else it learned then): what
+// stays until a reboot is not read again, and the host's CPU ticks come
+// from the first line of /proc/stat, read by the shell itself.
 const probeHeader = `LC_ALL=C; export LC_ALL
-hz=$(getconf CLK_TCK 2>/dev/null); hz=${hz:-100}
-pg=$(getconf PAGESIZE 2>/dev/null); pg=${pg:-4096}
-set -- $(awk '/^MemTotal:/{m=$2*1024} /^btime/{b=$2} /^cpu[0-9]/{n++} /^cpu /{t=0; for(i=2;i<=NF;i++) t+=$i} END{printf "%.0f %.0f %d %.0f", m, b, n, t}' /proc/meminfo /proc/stat 2>/dev/null)
-mem=$1 bt=$2 ncpu=${3:-1} t1=$4
+bid=; { read -r bid < /proc/sys/kernel/random/boot_id; } 2>/dev/null
+if [ -n "$bid" ] && [ "$bid" = "${kb-}" ]; then
+  hz=$khz pg=$kpg mem=$kmem bt=$kbt ncpu=$kn u=$ku
+  read -r _c c1 c2 c3 c4 c5 c6 c7 c8 c9 c10 _r < /proc/stat
+  t1=$((${c1:-0}+${c2:-0}+${c3:-0}+${c4:-0}+${c5:-0}+${c6:-0}+${c7:-0}+${c8:-0}+${c9:-0}+${c10:-0}))
+else
+  hz=$(getconf CLK_TCK 2>/dev/null); hz=${hz:-100}
+  pg=$(getconf PAGESIZE 2>/dev/null); pg=${pg:-4096}
+  set -- $(awk '/^MemTotal:/{m=$2*1024} /^btime/{b=$2} /^cpu[0-9]/{n++} /^cpu /{t=0; for(i=2;i<=NF;i++) t+=$i} END{printf "%.0f %.0f %d %.0f", m, b, n, t}' /proc/meminfo /proc/stat 2>/dev/null)
+  mem=$1 bt=$2 ncpu=${3:-1} t1=$4 u=$(id -un)
+fi
 d=$(date '+%s %Z%z')
-printf 'H\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$ncpu" "$hz" "${mem:-0}" "${bt:-0}" "${d%% *}" "${d#* }" "$pg" "$(id -un)"
+printf 'H\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$ncpu" "$hz" "${mem:-0}" "${bt:-0}" "${d%% *}" "${d#* }" "$pg" "$u" "$bid"
 ticks() { awk '/^cpu /{s=0; for(i=2;i<=NF;i++) s+=$i; printf "%.0f", s; exit}' /proc/stat; }
 statof() {
   st=; { IFS= read -r st < "/proc/$1/stat"; } 2>/dev/null || [ -n "$st" ] || return 1
@@ -76,7 +87,32 @@ fi
 // ProbeScript builds the one-exec probe for the given pid files. window is
 // the CPU sampling interval; zero takes one sample.
 func ProbeScript(pidPaths []string, window time.Duration) string {
-	return probeScript(pidPaths, window, nil)
+	return probeScript(pidPaths, window, nil, nil)
+}
+
+// hostKnown is what a probe learned of a host that stays the same until
+// it reboots, named by the boot's id: a probe told it reads none of it.
+type hostKnown struct {
+	bootID    string
+	cpus, hz  int
+	page, mem uint64
+	bootTime  int64
+	user      string
+}
+
+// knownHost is what h says of its boot, or nil when it says too little
+// (no boot_id: every probe reads the host in full).
+func knownHost(h proc.HostInfo) *hostKnown {
+	if h.BootID == "" || h.CPUs <= 0 || h.ClockTicks <= 0 || h.PageSize == 0 || h.MemTotal == 0 || h.BootTime <= 0 || h.User == "" {
+		return nil
+	}
+	return &hostKnown{bootID: h.BootID, cpus: h.CPUs, hz: h.ClockTicks, page: h.PageSize, mem: h.MemTotal, bootTime: h.BootTime, user: h.User}
+}
+
+// vars sets the header's kb, khz, ... for k.
+func (k *hostKnown) vars() string {
+	return fmt.Sprintf("kb=%s khz=%d kpg=%d kmem=%d kbt=%d kn=%d ku=%s\n",
+		transport.ShellQuote(k.bootID), k.hz, k.page, k.mem, k.bootTime, k.cpus, transport.ShellQuote(k.user))
 }
 
 // probeScript is ProbeScript that skips reading the exe and cmdline of a
@@ -85,8 +121,11 @@ func ProbeScript(pidPaths []string, window time.Duration) string {
 // reboots, so its exe is the one read then. Those reads are three of the
 // probe's forks per process, most of what a supervision poll costs the
 // host when nothing has changed.
-func probeScript(pidPaths []string, window time.Duration, known []string) string {
+func probeScript(pidPaths []string, window time.Duration, known []string, host *hostKnown) string {
 	var b strings.Builder
+	if host != nil {
+		b.WriteString(host.vars())
+	}
 	b.WriteString(probeHeader)
 	if window > 0 {
 		fmt.Fprintf(&b, "window=%s\n", strconv.FormatFloat(window.Seconds(), 'f', 3, 64))
@@ -142,6 +181,9 @@ func ParseProbe(out string, n int) (proc.HostInfo, []proc.Sample, error) {
 			if len(f) > 8 {
 				host.User = f[8]
 			}
+			if len(f) > 9 {
+				host.BootID = f[9]
+			}
 			sawHost = true
 		case "P", "X", "C", "Q":
 			i, s := sampleFor(f, 2, samples)
@@ -194,6 +236,7 @@ func ParseProbe(out string, n int) (proc.HostInfo, []proc.Sample, error) {
 	if !sawHost {
 		return host, nil, fmt.Errorf("probe: no host line in output")
 	}
+	host.PageSize = pageSize
 	for i := range samples {
 		samples[i].RSSBytes *= pageSize
 	}

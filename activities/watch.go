@@ -160,9 +160,19 @@ type watcher struct {
 	// probeScript); bootTime is the boot they belong to.
 	known    []knownProc
 	bootTime int64
+	// host is what the last poll learned of the host for its boot, so
+	// the next poll need not read it again (see probeHeader); the poll
+	// after hostFullEvery of them reads it in full anyway (memory can be
+	// added to a running host).
+	host      *hostKnown
+	hostPolls int
 	// script is the poll for the known processes named by scriptKey.
 	script, scriptKey string
 }
+
+// hostFullEvery is how many polls of a host go by between two that read
+// it in full although its boot is known.
+const hostFullEvery = 60
 
 // knownProc is one live incarnation and what proved it the spec's process.
 type knownProc struct {
@@ -180,9 +190,16 @@ func (w *watcher) pollScript(health time.Duration) string {
 			keys[i] = strconv.Itoa(k.pid) + " " + strconv.FormatUint(k.start, 10)
 		}
 	}
+	host := w.host
+	if w.hostPolls >= hostFullEvery {
+		host, w.hostPolls = nil, 0
+	}
 	joined := strings.Join(keys, ",")
+	if host != nil {
+		joined += "|" + host.vars()
+	}
 	if w.script == "" || joined != w.scriptKey {
-		w.script, w.scriptKey = w.plat.watchScript(w.in.Entries, health, keys), joined
+		w.script, w.scriptKey = w.plat.watchScript(w.in.Entries, health, keys, host), joined
 	}
 	return w.script
 }
@@ -195,6 +212,8 @@ func (w *watcher) recall(host proc.HostInfo, samples []proc.Sample) {
 		// A reboot reuses pids and start times.
 		w.known, w.bootTime = make([]knownProc, len(w.in.Entries)), host.BootTime
 	}
+	w.host = knownHost(host)
+	w.hostPolls++
 	for i := range samples {
 		s := &samples[i]
 		k := w.known[i]

@@ -51,7 +51,7 @@ func poll(t *testing.T, entries []WatchEntry, health, bound time.Duration) []Wat
 	plat := linuxPlatform{login: "root"}
 	ctx, cancel := context.WithTimeout(context.Background(), bound)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, "sh", "-c", plat.watchScript(entries, health, nil))
+	cmd := exec.CommandContext(ctx, "sh", "-c", plat.watchScript(entries, health, nil, nil))
 	cmd.WaitDelay = time.Second
 	out, err := cmd.Output()
 	if err != nil {

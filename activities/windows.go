@@ -166,7 +166,7 @@ func (windowsPlatform) statusScript(spec proc.Spec, window time.Duration, extras
 	return psScript("probe", p, winProbeBody)
 }
 
-func (windowsPlatform) watchScript(entries []WatchEntry, _ time.Duration, _ []string) string {
+func (windowsPlatform) watchScript(entries []WatchEntry, _ time.Duration, _ []string, _ *hostKnown) string {
 	p := winProbe{Files: make([]string, len(entries))}
 	for i, e := range entries {
 		p.Files[i] = e.Spec.PidPath

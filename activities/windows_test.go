@@ -175,7 +175,7 @@ func TestWindowsScriptsFitACommandLine(t *testing.T) {
 		"control": w.controlScript(spec, long),
 		"status":  w.statusScript(spec, time.Second, true),
 		"signal":  w.signalScript(1, 1, "TERM", time.Second),
-		"watch":   w.watchScript(entries[:2], policies.HealthCheckTimeout, nil),
+		"watch":   w.watchScript(entries[:2], policies.HealthCheckTimeout, nil, nil),
 	} {
 		// cmd.exe's 8191 is the limit of a WinRM command line.
 		if n := len(transport.PowerShellCommandLine(script)); n > 8191 {

@@ -37,6 +37,8 @@ type HostInfo struct {
 	Timezone   string
 	User       string // the account the probe ran as
 	Ticks      uint64 // the host's total CPU ticks (all cores) at the probe
+	PageSize   uint64 // bytes
+	BootID     string // names the boot (Linux's boot_id); "" when unknown
 }
 
 // interpreters run a script named by argv[1]; for them the script name is

@@ -69,6 +69,9 @@ type fleetResult struct {
 	WorkerCores      []float64 // each worker's CPU, in cores
 	WorkerRSSMiB     []float64
 	HostMsPerPoll    float64 // CPU the hosts spent per poll (sshd, shell, probe)
+	// Resident is a resident agent's cost per check cycle of as many
+	// processes, measured beside the same hosts.
+	Resident residentCost
 	// An op while supervising: a restart of one process on a tenth of the
 	// hosts; its host activities' schedule-to-start, from the hosts'
 	// histories.

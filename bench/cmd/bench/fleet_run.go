@@ -22,6 +22,8 @@ import (
 func (e *env) fleetCost(ctx context.Context, f fleetSettings) (*fleetResult, error) {
 	bed := e.bed.Hosts[:f.hosts]
 	r := &fleetResult{fleetSettings: f, OpSDKToStart: -1}
+	logf("a resident agent's floor: monit checking %d processes every second", f.procs)
+	r.Resident = residentFloor(ctx, e.dir, f.procs, 30*time.Second)
 	if err := installFleet(bed, f.procs); err != nil {
 		return r, err
 	}
