@@ -18,7 +18,10 @@ import (
 func TestStatusHungHostFailsAlone(t *testing.T) {
 	e := newEnv(t, 3)
 	ids := e.fleet(t, 3, "0.2")
-	e.registerFleet(t, ids, func(s *proc.Spec) { s.OpTimeout = 10 * time.Minute })
+	// One-shot: supervision must not start the victim again when a poll
+	// misses its pid file, or that start's own probe would wait on the FIFO
+	// for its 10 minutes and hold the worker's stop at the end.
+	e.registerFleet(t, ids, func(s *proc.Spec) { s.OpTimeout, s.AutoType = 10*time.Minute, proc.AutoOneShot })
 	checkStartedOnce(t, ids, e.waitOp(t, e.startOp(t, proc.OpStart, ids), time.Minute), 1)
 	victim := ids[0]
 	if _, err := victim.host.Exec("rm -f " + victim.pidPath() + " && mkfifo " + victim.pidPath()); err != nil {
