@@ -81,16 +81,8 @@ func residentFloor(ctx context.Context, dir string, procs int, window time.Durat
 	if err != nil {
 		return residentCost{Err: "monit ended early: see " + filepath.Join(dir, "monit.log")}
 	}
-	out := residentCost{Cycles: int(time.Since(t0) / time.Second)}
+	out := residentCost{Cycles: int(time.Since(t0) / time.Second), RSSMiB: procRSS(m.Process.Pid)}
 	out.MsPerCycle = float64(ns1-ns0) / 1e6 / float64(max(out.Cycles, 1))
-	if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", m.Process.Pid)); err == nil {
-		for _, l := range strings.Split(string(b), "\n") {
-			if f := strings.Fields(l); len(f) >= 2 && f[0] == "VmRSS:" {
-				kb, _ := strconv.ParseFloat(f[1], 64)
-				out.RSSMiB = kb / 1024
-			}
-		}
-	}
 	return out
 }
 
