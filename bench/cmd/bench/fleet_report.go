@@ -48,13 +48,12 @@ func fleetMarkdown(r *fleetResult, err error, machine []string, took time.Durati
 	at2000 := maxCores * 2000 / float64(max(perWorkerHosts, 1)) * r.interval.Seconds() / 10
 	w("| busiest worker's CPU (%d hosts each, a poll each per %s), cores | %.2f (%.2f scaled to 2,000 hosts at 10 s) | ≤ 1 for 2,000 hosts at 10 s | %s |\n",
 		perWorkerHosts, r.interval, maxCores, at2000, mark(at2000 <= 1))
+	hostCPU := fmt.Sprintf("%.1f ms (all hosts: %.2f cores at this interval)", r.HostMsPerPoll, r.HostMsPerPoll/1000*float64(r.hosts)/r.interval.Seconds())
 	if r.Resident.Err == "" {
-		w("| host CPU per poll (sshd session, shell, probe) | %.1f ms (all hosts: %.2f cores at this interval); a resident agent, monit, on %d processes: %.2f ms per check cycle and %.0f MiB held; drover %.1f× that per poll | below the resident agent's | %s |\n",
-			r.HostMsPerPoll, r.HostMsPerPoll/1000*float64(r.hosts)/r.interval.Seconds(), r.procs, r.Resident.MsPerCycle, r.Resident.RSSMiB,
-			r.HostMsPerPoll/max(r.Resident.MsPerCycle, 0.001), mark(r.HostMsPerPoll < r.Resident.MsPerCycle))
+		w("| host CPU per poll (sshd session, shell, probe) | %s; a resident agent, monit, on %d processes: %.2f ms per check cycle and %.0f MiB held; drover %.1f× that per poll | below the resident agent's | %s |\n",
+			hostCPU, r.procs, r.Resident.MsPerCycle, r.Resident.RSSMiB, r.HostMsPerPoll/max(r.Resident.MsPerCycle, 0.001), mark(r.HostMsPerPoll < r.Resident.MsPerCycle))
 	} else {
-		w("| host CPU per poll (sshd session, shell, probe) | %.1f ms (all hosts: %.2f cores at this interval) | below a resident agent's (not measured: %s) | |\n",
-			r.HostMsPerPoll, r.HostMsPerPoll/1000*float64(r.hosts)/r.interval.Seconds(), r.Resident.Err)
+		w("| host CPU per poll (sshd session, shell, probe) | %s | below a resident agent's (not measured: %s) | |\n", hostCPU, r.Resident.Err)
 	}
 	w("| op's host activities started ≤ 1 s after schedule | %d of %d (max %.2f s) | all | %s |\n", r.OpWithin1s, r.OpActivities, r.OpMaxToStart,
 		mark(r.OpActivities > 0 && r.OpWithin1s == r.OpActivities))

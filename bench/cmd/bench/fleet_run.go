@@ -339,21 +339,6 @@ func sortedSecs(xs []float64) []float64 {
 // queue's activities: seconds, and how many.
 func sdkToStart(workers []*workerProc) (sum, n float64) {
 	queue := `task_queue="` + strings.ReplaceAll(fleetQueue, "-", "_") + `"`
-	for _, w := range workers {
-		m, err := scrapeWorker(w.metrics)
-		if err != nil {
-			continue
-		}
-		for k, v := range m {
-			if !strings.HasPrefix(k, "temporal_activity_schedule_to_start_latency_") || !strings.Contains(k, queue) {
-				continue
-			}
-			if strings.HasPrefix(k, "temporal_activity_schedule_to_start_latency_sum{") {
-				sum += v
-			} else if strings.HasPrefix(k, "temporal_activity_schedule_to_start_latency_count{") {
-				n += v
-			}
-		}
-	}
-	return sum, n
+	return sumMetric(workers, "temporal_activity_schedule_to_start_latency_sum{", queue),
+		sumMetric(workers, "temporal_activity_schedule_to_start_latency_count{", queue)
 }
