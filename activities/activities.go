@@ -32,6 +32,9 @@ type HostOpInput struct {
 	// Pid and StartTicks are the incarnation last seen, if any.
 	Pid        int    `json:"pid,omitempty"`
 	StartTicks uint64 `json:"start_ticks,omitempty"`
+	// Attempt counts a task op's attempts, which its host workflow makes
+	// one activity each; 0 when the server retries the activity.
+	Attempt int32 `json:"attempt,omitempty"`
 }
 
 // HostOpOutput is the op's result and what it learned of the process.
@@ -140,8 +143,15 @@ func ok() proc.HostResult {
 
 // retried reports whether an earlier attempt of this op may already have
 // acted on the host (the worker died mid-op).
-func (r *opRun) retried() bool {
-	return activity.IsActivity(r.ctx) && activity.GetInfo(r.ctx).Attempt > 1
+func (r *opRun) retried() bool { return r.attempt() > 1 }
+
+// attempt is the op's attempt: its workflow's count, or the server's.
+func (r *opRun) attempt() int32 {
+	n := r.in.Attempt
+	if activity.IsActivity(r.ctx) {
+		n = max(n, activity.GetInfo(r.ctx).Attempt)
+	}
+	return n
 }
 
 // probeResult is one liveness probe of the op's process.

@@ -51,7 +51,7 @@ func (r *opRun) notedControl(cmd string) (script, pidFile string) {
 	if _, linux := r.plat.(linuxPlatform); !linux || r.in.RequestID == "" || !activity.IsActivity(r.ctx) {
 		return r.plat.controlScript(r.spec, cmd), ""
 	}
-	pidFile = controlPidFile(r.in.RequestID, activity.GetInfo(r.ctx).Attempt)
+	pidFile = controlPidFile(r.in.RequestID, r.attempt())
 	return controlScriptNoting(r.spec.SetupPath, cmd, r.spec.OpTimeout, pidFile), pidFile
 }
 

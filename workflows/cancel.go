@@ -106,10 +106,11 @@ func (h *host) cancelled(req HostRequest) bool {
 	return false
 }
 
-// awaitOp waits for a task's op on the host while taking cancels; a cancel
-// of the op's own task cancels its activity, which ends the remote command,
-// and the op's answer then says so, with the process's state after.
-func (h *host) awaitOp(ctx workflow.Context, req HostRequest, e Entry, fut workflow.Future, cancel workflow.CancelFunc, out *activities.HostOpOutput) error {
+// awaitOp waits for an attempt of a task's op on the host while taking
+// cancels; a cancel of the op's own task cancels its activity, which ends
+// the remote command, and the op's answer then says so, with the process's
+// state after. failed is the attempt before, if one ran and failed.
+func (h *host) awaitOp(ctx workflow.Context, req HostRequest, e Entry, fut workflow.Future, cancel workflow.CancelFunc, out *activities.HostOpOutput, failed *attemptFailure) error {
 	cancelled := false
 	var err error
 	for done := false; !done; {
@@ -129,9 +130,13 @@ func (h *host) awaitOp(ctx workflow.Context, req HostRequest, e Entry, fut workf
 		return err
 	}
 	// HostOp answers with a result whatever happens on the host, also
-	// when its context ends: a cancelled error means no attempt started.
+	// when its context ends: a cancelled error means this attempt never
+	// started.
 	var ce *temporal.CanceledError
 	switch {
+	case errors.As(err, &ce) && failed != nil:
+		*out = activities.HostOpOutput{Result: h.cancelledAfterAttempt(ctx, req, e, failed)}
+		return nil
 	case errors.As(err, &ce):
 		*out = activities.HostOpOutput{Result: notRunCancelled(req)}
 		return nil

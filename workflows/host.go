@@ -298,36 +298,36 @@ func (h *host) sortEntries() {
 func (h *host) runOp(ctx workflow.Context, req HostRequest, e Entry) activities.HostOpOutput {
 	h.publish(ctx)
 	spec := policies.WithDefaults(e.Spec)
-	actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
-		StartToCloseTimeout: policies.HostOpDeadline(req.Op, spec),
+	in := activities.HostOpInput{
+		RequestID: req.RequestID, Op: req.Op, Target: req.Target, Process: req.Process, Spec: spec,
+		Registration: e.Registration, Pid: e.Pid, StartTicks: e.StartTicks,
+	}
+	if taskOf(req) != "" {
+		// A task's op can be cancelled; supervision's own cannot.
+		return h.runTaskOp(ctx, req, e, in)
+	}
+	var a *activities.Activities
+	var out activities.HostOpOutput
+	if err := workflow.ExecuteActivity(opOptions(ctx, in, policies.OpAttempts), a.HostOp, in).Get(ctx, &out); err != nil {
+		out = activities.HostOpOutput{Result: activityFailure(err)}
+	}
+	return out
+}
+
+// opOptions are a host op's activity options, with the server trying it
+// up to attempts times.
+func opOptions(ctx workflow.Context, in activities.HostOpInput, attempts int) workflow.Context {
+	return workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		StartToCloseTimeout: policies.HostOpDeadline(in.Op, in.Spec),
 		HeartbeatTimeout:    policies.HeartbeatTimeout,
 		RetryPolicy: &temporal.RetryPolicy{
-			InitialInterval:    time.Second,
-			BackoffCoefficient: 2,
-			MaximumAttempts:    3,
+			InitialInterval:    policies.OpRetryFirst,
+			BackoffCoefficient: policies.OpRetryFactor,
+			MaximumAttempts:    int32(attempts),
 		},
 		// A cancelled op answers once its remote command has ended.
 		WaitForCancellation: true,
 	})
-	var a *activities.Activities
-	var out activities.HostOpOutput
-	// A task's op can be cancelled; supervision's own cannot.
-	octx, cancel := workflow.WithCancel(actx)
-	defer cancel()
-	fut := workflow.ExecuteActivity(octx, a.HostOp, activities.HostOpInput{
-		RequestID: req.RequestID, Op: req.Op, Target: req.Target, Process: req.Process, Spec: spec,
-		Registration: e.Registration, Pid: e.Pid, StartTicks: e.StartTicks,
-	})
-	var err error
-	if taskOf(req) == "" {
-		err = fut.Get(ctx, &out)
-	} else {
-		err = h.awaitOp(ctx, req, e, fut, cancel, &out)
-	}
-	if err != nil {
-		out = activities.HostOpOutput{Result: activityFailure(err)}
-	}
-	return out
 }
 
 // manage puts a process under supervision afresh.

@@ -1,0 +1,97 @@
+package workflows
+
+import (
+	"errors"
+	"time"
+
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/drover-sh/drover/activities"
+	"github.com/drover-sh/drover/policies"
+	"github.com/drover-sh/drover/proc"
+)
+
+// VersionTaskOpAttempts: a task's op is retried by its host workflow, one
+// activity per attempt, so a cancel between two attempts answers with the
+// process's state after the attempt that ran (the server retried the one
+// activity, and such a cancel answered "not run").
+const VersionTaskOpAttempts = "task-op-attempts"
+
+// runTaskOp runs a task's op, taking the task's cancels while it runs and
+// while it waits to try again.
+func (h *host) runTaskOp(ctx workflow.Context, req HostRequest, e Entry, in activities.HostOpInput) activities.HostOpOutput {
+	var a *activities.Activities
+	if workflow.GetVersion(ctx, VersionTaskOpAttempts, workflow.DefaultVersion, 1) < 1 {
+		var out activities.HostOpOutput
+		octx, cancel := workflow.WithCancel(opOptions(ctx, in, policies.OpAttempts))
+		defer cancel()
+		fut := workflow.ExecuteActivity(octx, a.HostOp, in)
+		if err := h.awaitOp(ctx, req, e, fut, cancel, &out, nil); err != nil {
+			out = activities.HostOpOutput{Result: activityFailure(err)}
+		}
+		return out
+	}
+	var failed *attemptFailure
+	for n := 1; ; n++ {
+		in.Attempt = int32(n)
+		var out activities.HostOpOutput
+		octx, cancel := workflow.WithCancel(opOptions(ctx, in, 1))
+		fut := workflow.ExecuteActivity(octx, a.HostOp, in)
+		err := h.awaitOp(ctx, req, e, fut, cancel, &out, failed)
+		cancel()
+		if err == nil {
+			return out
+		}
+		wait, again := policies.OpRetryAfter(n)
+		if !again || !retryable(err) {
+			return activities.HostOpOutput{Result: activityFailure(err)}
+		}
+		failed = &attemptFailure{n: n, err: err}
+		if h.cancelledWhileWaiting(ctx, req, wait) {
+			return activities.HostOpOutput{Result: h.cancelledAfterAttempt(ctx, req, e, failed)}
+		}
+	}
+}
+
+// attemptFailure is a task op's attempt that ran and failed.
+type attemptFailure struct {
+	n   int
+	err error
+}
+
+// retryable reports whether another attempt may do better: any failure
+// but a cancel or one its activity marked final, as the server judges.
+func retryable(err error) bool {
+	var ce *temporal.CanceledError
+	var ae *temporal.ApplicationError
+	return !errors.As(err, &ce) && !(errors.As(err, &ae) && ae.NonRetryable())
+}
+
+// cancelledWhileWaiting waits before the next attempt, taking cancels; it
+// reports whether one covered req.
+func (h *host) cancelledWhileWaiting(ctx workflow.Context, req HostRequest, wait time.Duration) bool {
+	tctx, stop := workflow.WithCancel(ctx)
+	defer stop()
+	timer := workflow.NewTimer(tctx, wait)
+	cancelled := false
+	for done := false; !done && !cancelled; {
+		sel := workflow.NewSelector(ctx)
+		sel.AddFuture(timer, func(workflow.Future) { done = true })
+		sel.AddReceive(h.cancels, func(c workflow.ReceiveChannel, _ bool) {
+			var t string
+			c.Receive(ctx, &t)
+			cancelled = h.cancelTask(ctx, t) && cancels(t, req)
+		})
+		sel.Select(ctx)
+	}
+	return cancelled
+}
+
+// cancelledAfterAttempt answers a task op cancelled after one of its
+// attempts had run on the host and failed: not "not run", but what that
+// attempt ended with and the process's state now.
+func (h *host) cancelledAfterAttempt(ctx workflow.Context, req HostRequest, e Entry, f *attemptFailure) proc.HostResult {
+	return proc.Fail(proc.CodeCancelled, "cancelled while running: attempt %d of the op ended (%s), and the task was cancelled before another; %s",
+		f.n, oneLine(f.err.Error()), h.stateAfter(ctx, req, e))
+}

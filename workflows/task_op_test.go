@@ -1,0 +1,84 @@
+package workflows
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/drover-sh/drover/activities"
+	"github.com/drover-sh/drover/proc"
+)
+
+// lostFirstAttempt fails a task op's first attempt as a worker that lost
+// it does, and answers every other activity as running.
+func lostFirstAttempt(attempts *[]int32) func(context.Context, activities.HostOpInput) (activities.HostOpOutput, error) {
+	return func(ctx context.Context, in activities.HostOpInput) (activities.HostOpOutput, error) {
+		if !strings.HasSuffix(in.RequestID, "/probe") {
+			*attempts = append(*attempts, in.Attempt)
+			if in.Attempt == 1 {
+				return activities.HostOpOutput{}, errors.New("attempt given up by the worker")
+			}
+		}
+		return activities.HostOpOutput{Result: proc.HostResult{Code: proc.CodeSuccess, Message: "success"}, Alive: true, Pid: 42}, nil
+	}
+}
+
+// TestTaskOpCancelledBetweenAttemptsSaysOneRan: a task's op whose first
+// attempt ran and was lost is cancelled while it waits to try again. The
+// answer is 9109 saying that attempt ended and how the process is now (a
+// probe ran), not "not run"; no second attempt runs.
+func TestTaskOpCancelledBetweenAttemptsSaysOneRan(t *testing.T) {
+	var attempts []int32
+	ht := newHostTest(t, lostFirstAttempt(&attempts))
+	ht.send(time.Second, startRequest("T#0", 0, "a"))
+	// The first attempt fails at once at 1 s; the next waits a second.
+	ht.env.RegisterDelayedCallback(func() { ht.env.SignalWorkflow(CancelTaskSignal, "T") }, 1500*time.Millisecond)
+	ht.run()
+
+	r := ht.replies[0]
+	for _, want := range []string{"cancelled while running", "attempt 1 of the op ended", "attempt given up by the worker", "process a is running"} {
+		if r.Code != proc.CodeCancelled || !strings.Contains(r.Message, want) {
+			t.Fatalf("answer %d %q, want 9109 saying %q", r.Code, r.Message, want)
+		}
+	}
+	if got := strings.Join(ht.ran, ","); got != "T#0,T#0/probe" {
+		t.Fatalf("HostOp ran %s, want the first attempt and the probe after the cancel", got)
+	}
+}
+
+// TestTaskOpRetriedByItsHost: a task's op whose first attempt was lost is
+// tried again, told it is attempt 2 (so it looks for what the first did),
+// and answers with that attempt's result.
+func TestTaskOpRetriedByItsHost(t *testing.T) {
+	var attempts []int32
+	ht := newHostTest(t, lostFirstAttempt(&attempts))
+	ht.send(time.Second, startRequest("T#0", 0, "a"))
+	ht.run()
+	if r := ht.replies[0]; r.Code != proc.CodeSuccess {
+		t.Fatalf("answer %+v, want the second attempt's 0", r)
+	}
+	if got := fmt.Sprint(attempts); got != "[1 2]" {
+		t.Fatalf("attempts %s, want [1 2]", got)
+	}
+}
+
+// TestTaskOpGivesUpAfterItsAttempts: an op that fails every attempt is
+// tried three times and answers the last failure.
+func TestTaskOpGivesUpAfterItsAttempts(t *testing.T) {
+	var attempts []int32
+	ht := newHostTest(t, func(_ context.Context, in activities.HostOpInput) (activities.HostOpOutput, error) {
+		attempts = append(attempts, in.Attempt)
+		return activities.HostOpOutput{}, fmt.Errorf("attempt %d given up by the worker", in.Attempt)
+	})
+	ht.send(time.Second, startRequest("T#0", 0, "a"))
+	ht.run()
+	if r := ht.replies[0]; r.Code != proc.CodeInternal || !strings.Contains(r.Message, "attempt 3 given up") {
+		t.Fatalf("answer %+v, want 9199 naming the third attempt's failure", r)
+	}
+	if got := fmt.Sprint(attempts); got != "[1 2 3]" {
+		t.Fatalf("attempts %s, want [1 2 3]", got)
+	}
+}
