@@ -212,6 +212,8 @@ func TestControlOpsOnOneHost(t *testing.T) {
 }
 
 func TestControlOpFailures(t *testing.T) {
+	// Beside the suite's other parallel tests: it mostly waits on failing ops' checks and timeouts.
+	t.Parallel()
 	e := newEnv(t, 1)
 	h := e.bed.Hosts[0]
 	installApp(t, h, "app")

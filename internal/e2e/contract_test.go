@@ -651,6 +651,8 @@ func once(t *testing.T, key, format string, args ...any) {
 }
 
 func TestContractCallerDialect(t *testing.T) {
+	// Beside the suite's other parallel tests: it mostly waits on 1 s result polls.
+	t.Parallel()
 	b := newContractBed(t)
 	g, h0, h1 := b.gse, b.h0, b.h1
 	g.poll = time.Second // faster than callers, to keep the suite short

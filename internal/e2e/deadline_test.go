@@ -18,6 +18,8 @@ import (
 // passed", and its start_cmd never ran (its start log stays empty, read
 // after the answer came, which is the marker that it was dequeued).
 func TestDeadlineQueuedRequestNeverRunsLate(t *testing.T) {
+	// Beside the suite's other parallel tests: it waits over 2 minutes for a deadline and does little.
+	t.Parallel()
 	e := newEnv(t, 1)
 	h := e.bed.Hosts[0]
 	installApp(t, h, "late")

@@ -283,6 +283,8 @@ func TestConfigPushRefusesBadPaths(t *testing.T) {
 }
 
 func TestConfigDriftRepair(t *testing.T) {
+	// Beside the suite's other parallel tests: it mostly waits on supervision's polls.
+	t.Parallel()
 	e, _, _ := filesEnv(t, 2, "port = 1\n")
 	h, other := e.bed.Hosts[0], e.bed.Hosts[1]
 	if out, errOut, code := e.starter("", "start", "--namespace", "web", "--name", "svc", "--hosts", "all", "--wait"); code != 0 {

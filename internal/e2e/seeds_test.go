@@ -101,6 +101,8 @@ func newSeedEnv(t *testing.T) (*env, *testbed.Host) {
 }
 
 func TestSeedExamplesEndToEnd(t *testing.T) {
+	// Beside the suite's other parallel tests: it mostly waits on ops of one host.
+	t.Parallel()
 	e, h := newSeedEnv(t)
 	ip := h.IP
 	at := func(s string) []string { return []string{"10.0.0.1", ip} }

@@ -22,6 +22,8 @@ import (
 // answers have one shape, and that it holds every field the seeds and the
 // reference document, with the documented JSON types.
 func TestEveryAPIOverCLIAndHTTP(t *testing.T) {
+	// Beside the suite's other parallel tests: it mostly waits on ops of one host.
+	t.Parallel()
 	e, h := newSeedEnv(t)
 	ip := h.IP
 	srv := e.startServe(t, "surface-secret-value")
