@@ -325,14 +325,26 @@ func TestRegistryOps(t *testing.T) {
 	wantCode(t, "register before restart", e.op(proc.OpSpecRegister, it), proc.CodeSuccess)
 	e.worker.Stop()
 	e.startWorker()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	v, err := e.client.QueryWorkflow(ctx, workflows.HostWorkflowID(proc.HostID{IP: h.IP}), "", workflows.RegistryQuery)
-	if err != nil {
-		t.Fatal(err)
-	}
+	// A query right after the restart may go to the stopped worker's
+	// sticky queue and time out there, so it is asked again, as a caller
+	// would, until the new worker answers.
 	var entries []workflows.Entry
-	if err := v.Get(&entries); err != nil || len(entries) != 1 || entries[0].Spec.PidPath != spec.PidPath {
-		t.Fatalf("registry after worker restart: %+v %v", entries, err)
+	for began := time.Now(); ; {
+		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+		v, err := e.client.QueryWorkflow(ctx, workflows.HostWorkflowID(proc.HostID{IP: h.IP}), "", workflows.RegistryQuery)
+		if err == nil {
+			err = v.Get(&entries)
+		}
+		cancel()
+		if err == nil {
+			break
+		}
+		if time.Since(began) > time.Minute {
+			t.Fatalf("registry query after worker restart: %v", err)
+		}
+		time.Sleep(time.Second)
+	}
+	if len(entries) != 1 || entries[0].Spec.PidPath != spec.PidPath {
+		t.Fatalf("registry after worker restart: %+v", entries)
 	}
 }
