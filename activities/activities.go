@@ -35,6 +35,12 @@ type HostOpInput struct {
 	// Attempt counts a task op's attempts, which its host workflow makes
 	// one activity each; 0 when the server retries the activity.
 	Attempt int32 `json:"attempt,omitempty"`
+	// EndRequestID and EndAttempts, on the probe after a task op was
+	// cancelled with attempts of it failed, first end the commands those
+	// first EndAttempts attempts noted: an attempt whose worker died left
+	// its command running, for a retry that will now never come.
+	EndRequestID string `json:"end_request_id,omitempty"`
+	EndAttempts  int32  `json:"end_attempts,omitempty"`
 }
 
 // HostOpOutput is the op's result and what it learned of the process.
@@ -92,6 +98,7 @@ func (a *Activities) HostOp(ctx context.Context, in HostOpInput) (HostOpOutput, 
 	}
 	defer keepAlive(ctx)()
 	r := &opRun{a: a, ctx: ctx, host: host, plat: plat, in: in, spec: spec}
+	r.endAttempts()
 	var out HostOpOutput
 	switch in.Op {
 	case proc.OpStatus:

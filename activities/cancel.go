@@ -6,10 +6,12 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"go.temporal.io/sdk/activity"
 
+	"github.com/drover-sh/drover/policies"
 	"github.com/drover-sh/drover/transport"
 )
 
@@ -69,4 +71,21 @@ func (r *opRun) endIfCancelled(pidFile string) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.ctx), endTimeout)
 	defer cancel()
 	_, _ = r.a.Runner.Run(ctx, r.host, r.command(endScript(pidFile), endTimeout))
+}
+
+// endAttempts ends, in one short command, what the first EndAttempts
+// attempts of EndRequestID noted. Each file's end runs in a subshell of
+// its own, as endScript exits; a file already gone (its command finished,
+// or was ended by its own attempt) ends nothing.
+func (r *opRun) endAttempts() {
+	if _, linux := r.plat.(linuxPlatform); !linux || r.in.EndAttempts < 1 || r.in.EndRequestID == "" {
+		return
+	}
+	var b strings.Builder
+	for n := int32(1); n <= min(r.in.EndAttempts, policies.OpAttempts); n++ {
+		fmt.Fprintf(&b, "(\n%s)\n", endScript(controlPidFile(r.in.EndRequestID, n)))
+	}
+	ctx, cancel := context.WithTimeout(r.ctx, endTimeout)
+	defer cancel()
+	_, _ = r.a.Runner.Run(ctx, r.host, r.command(b.String(), endTimeout))
 }

@@ -148,13 +148,14 @@ func (h *host) awaitOp(ctx workflow.Context, req HostRequest, e Entry, fut workf
 		what = "it was ended (" + out.Result.Message + ")"
 	}
 	*out = activities.HostOpOutput{Result: proc.Fail(proc.CodeCancelled, "cancelled while running: %s; %s",
-		what, h.stateAfter(ctx, req, e))}
+		what, h.stateAfter(ctx, req, e, failed))}
 	return nil
 }
 
 // stateAfter probes the process after a cancelled op, so the answer says
-// what the host was left with.
-func (h *host) stateAfter(ctx workflow.Context, req HostRequest, e Entry) string {
+// what the host was left with. With failed attempts before, the probe
+// first ends what they left running.
+func (h *host) stateAfter(ctx workflow.Context, req HostRequest, e Entry, failed *attemptFailure) string {
 	spec := policies.WithDefaults(e.Spec)
 	spec.OpTimeout = policies.StatusProbeTimeout(spec.OpTimeout)
 	actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
@@ -166,7 +167,7 @@ func (h *host) stateAfter(ctx workflow.Context, req HostRequest, e Entry) string
 	var out activities.HostOpOutput
 	err := workflow.ExecuteActivity(actx, a.HostOp, activities.HostOpInput{
 		RequestID: req.RequestID + "/probe", Op: proc.OpStatus, Target: req.Target, Process: req.Process, Spec: spec,
-		Registration: e.Registration,
+		Registration: e.Registration, EndRequestID: failed.requestID(req), EndAttempts: failed.attempts(),
 	}).Get(ctx, &out)
 	switch {
 	case err != nil:

@@ -60,6 +60,22 @@ type attemptFailure struct {
 	err error
 }
 
+// attempts is how many attempts ran and failed: none without a failure.
+func (f *attemptFailure) attempts() int32 {
+	if f == nil {
+		return 0
+	}
+	return int32(f.n)
+}
+
+// requestID is the request whose failed attempts a probe ends, if any.
+func (f *attemptFailure) requestID(req HostRequest) string {
+	if f == nil {
+		return ""
+	}
+	return req.RequestID
+}
+
 // retryable reports whether another attempt may do better: any failure
 // but a cancel or one its activity marked final, as the server judges.
 func retryable(err error) bool {
@@ -93,5 +109,5 @@ func (h *host) cancelledWhileWaiting(ctx workflow.Context, req HostRequest, wait
 // attempt ended with and the process's state now.
 func (h *host) cancelledAfterAttempt(ctx workflow.Context, req HostRequest, e Entry, f *attemptFailure) proc.HostResult {
 	return proc.Fail(proc.CodeCancelled, "cancelled while running: attempt %d of the op ended (%s), and the task was cancelled before another; %s",
-		f.n, oneLine(f.err.Error()), h.stateAfter(ctx, req, e))
+		f.n, oneLine(f.err.Error()), h.stateAfter(ctx, req, e, f))
 }

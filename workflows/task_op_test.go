@@ -13,9 +13,13 @@ import (
 )
 
 // lostFirstAttempt fails a task op's first attempt as a worker that lost
-// it does, and answers every other activity as running.
-func lostFirstAttempt(attempts *[]int32) func(context.Context, activities.HostOpInput) (activities.HostOpOutput, error) {
+// it does, and answers every other activity as running. It notes each
+// attempt's number, and each probe's input in probes (if not nil).
+func lostFirstAttempt(attempts *[]int32, probes ...*[]activities.HostOpInput) func(context.Context, activities.HostOpInput) (activities.HostOpOutput, error) {
 	return func(ctx context.Context, in activities.HostOpInput) (activities.HostOpOutput, error) {
+		if strings.HasSuffix(in.RequestID, "/probe") && len(probes) > 0 {
+			*probes[0] = append(*probes[0], in)
+		}
 		if !strings.HasSuffix(in.RequestID, "/probe") {
 			*attempts = append(*attempts, in.Attempt)
 			if in.Attempt == 1 {
@@ -29,10 +33,12 @@ func lostFirstAttempt(attempts *[]int32) func(context.Context, activities.HostOp
 // TestTaskOpCancelledBetweenAttemptsSaysOneRan: a task's op whose first
 // attempt ran and was lost is cancelled while it waits to try again. The
 // answer is 9109 saying that attempt ended and how the process is now (a
-// probe ran), not "not run"; no second attempt runs.
+// probe ran, told to end what the lost attempt left running), not "not
+// run"; no second attempt runs.
 func TestTaskOpCancelledBetweenAttemptsSaysOneRan(t *testing.T) {
 	var attempts []int32
-	ht := newHostTest(t, lostFirstAttempt(&attempts))
+	var probes []activities.HostOpInput
+	ht := newHostTest(t, lostFirstAttempt(&attempts, &probes))
 	ht.send(time.Second, startRequest("T#0", 0, "a"))
 	// The first attempt fails at once at 1 s; the next waits a second.
 	ht.env.RegisterDelayedCallback(func() { ht.env.SignalWorkflow(CancelTaskSignal, "T") }, 1500*time.Millisecond)
@@ -46,6 +52,9 @@ func TestTaskOpCancelledBetweenAttemptsSaysOneRan(t *testing.T) {
 	}
 	if got := strings.Join(ht.ran, ","); got != "T#0,T#0/probe" {
 		t.Fatalf("HostOp ran %s, want the first attempt and the probe after the cancel", got)
+	}
+	if p := probes[0]; p.Op != proc.OpStatus || p.EndRequestID != "T#0" || p.EndAttempts != 1 {
+		t.Fatalf("probe %v ending %q's first %d attempts, want a status ending T#0's first 1", p.Op, p.EndRequestID, p.EndAttempts)
 	}
 }
 
