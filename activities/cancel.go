@@ -68,9 +68,15 @@ func (r *opRun) endIfCancelled(pidFile string) {
 		return // a deploy, not a cancel: the command finishes
 	default:
 	}
+	r.end(endScript(pidFile))
+}
+
+// end runs a script that ends noted commands, within endTimeout, also
+// when the op's own context has ended (a cancel is why it runs).
+func (r *opRun) end(script string) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.ctx), endTimeout)
 	defer cancel()
-	_, _ = r.a.Runner.Run(ctx, r.host, r.command(endScript(pidFile), endTimeout))
+	_, _ = r.a.Runner.Run(ctx, r.host, r.command(script, endTimeout))
 }
 
 // endAttempts ends, in one short command, what the first EndAttempts
@@ -85,7 +91,5 @@ func (r *opRun) endAttempts() {
 	for n := int32(1); n <= min(r.in.EndAttempts, policies.OpAttempts); n++ {
 		fmt.Fprintf(&b, "(\n%s)\n", endScript(controlPidFile(r.in.EndRequestID, n)))
 	}
-	ctx, cancel := context.WithTimeout(r.ctx, endTimeout)
-	defer cancel()
-	_, _ = r.a.Runner.Run(ctx, r.host, r.command(b.String(), endTimeout))
+	r.end(b.String())
 }

@@ -111,21 +111,8 @@ func (h *host) cancelled(req HostRequest) bool {
 // the remote command, and the op's answer then says so, with the process's
 // state after. failed is the attempt before, if one ran and failed.
 func (h *host) awaitOp(ctx workflow.Context, req HostRequest, e Entry, fut workflow.Future, cancel workflow.CancelFunc, out *activities.HostOpOutput, failed *attemptFailure) error {
-	cancelled := false
-	var err error
-	for done := false; !done; {
-		sel := workflow.NewSelector(ctx)
-		sel.AddFuture(fut, func(f workflow.Future) { err, done = f.Get(ctx, out), true })
-		sel.AddReceive(h.cancels, func(c workflow.ReceiveChannel, _ bool) {
-			var t string
-			c.Receive(ctx, &t)
-			if h.cancelTask(ctx, t) && cancels(t, req) && !cancelled {
-				cancelled = true
-				cancel()
-			}
-		})
-		sel.Select(ctx)
-	}
+	cancelled := h.awaitTakingCancels(ctx, req, fut, cancel)
+	err := fut.Get(ctx, out)
 	if !cancelled {
 		return err
 	}
@@ -152,6 +139,28 @@ func (h *host) awaitOp(ctx workflow.Context, req HostRequest, e Entry, fut workf
 	return nil
 }
 
+// awaitTakingCancels waits until fut (an attempt's activity, or the wait
+// before the next) is ready, taking cancels meanwhile; the first that
+// covers req calls cancel, which ends what fut waits on. It reports whether
+// one did.
+func (h *host) awaitTakingCancels(ctx workflow.Context, req HostRequest, fut workflow.Future, cancel workflow.CancelFunc) bool {
+	cancelled := false
+	for done := false; !done; {
+		sel := workflow.NewSelector(ctx)
+		sel.AddFuture(fut, func(workflow.Future) { done = true })
+		sel.AddReceive(h.cancels, func(c workflow.ReceiveChannel, _ bool) {
+			var t string
+			c.Receive(ctx, &t)
+			if h.cancelTask(ctx, t) && cancels(t, req) && !cancelled {
+				cancelled = true
+				cancel()
+			}
+		})
+		sel.Select(ctx)
+	}
+	return cancelled
+}
+
 // stateAfter probes the process after a cancelled op, so the answer says
 // what the host was left with. With failed attempts before, the probe
 // first ends what they left running.
@@ -163,12 +172,16 @@ func (h *host) stateAfter(ctx workflow.Context, req HostRequest, e Entry, failed
 		HeartbeatTimeout:    policies.HeartbeatTimeout,
 		RetryPolicy:         &temporal.RetryPolicy{InitialInterval: time.Second, MaximumAttempts: 2},
 	})
+	in := activities.HostOpInput{
+		RequestID: req.RequestID + "/probe", Op: proc.OpStatus, Target: req.Target, Process: req.Process, Spec: spec,
+		Registration: e.Registration,
+	}
+	if failed != nil {
+		in.EndRequestID, in.EndAttempts = req.RequestID, int32(failed.n)
+	}
 	var a *activities.Activities
 	var out activities.HostOpOutput
-	err := workflow.ExecuteActivity(actx, a.HostOp, activities.HostOpInput{
-		RequestID: req.RequestID + "/probe", Op: proc.OpStatus, Target: req.Target, Process: req.Process, Spec: spec,
-		Registration: e.Registration, EndRequestID: failed.requestID(req), EndAttempts: failed.attempts(),
-	}).Get(ctx, &out)
+	err := workflow.ExecuteActivity(actx, a.HostOp, in).Get(ctx, &out)
 	switch {
 	case err != nil:
 		return "the process could not be probed after: " + oneLine(err.Error())

@@ -60,22 +60,6 @@ type attemptFailure struct {
 	err error
 }
 
-// attempts is how many attempts ran and failed: none without a failure.
-func (f *attemptFailure) attempts() int32 {
-	if f == nil {
-		return 0
-	}
-	return int32(f.n)
-}
-
-// requestID is the request whose failed attempts a probe ends, if any.
-func (f *attemptFailure) requestID(req HostRequest) string {
-	if f == nil {
-		return ""
-	}
-	return req.RequestID
-}
-
 // retryable reports whether another attempt may do better: any failure
 // but a cancel or one its activity marked final, as the server judges.
 func retryable(err error) bool {
@@ -89,19 +73,7 @@ func retryable(err error) bool {
 func (h *host) cancelledWhileWaiting(ctx workflow.Context, req HostRequest, wait time.Duration) bool {
 	tctx, stop := workflow.WithCancel(ctx)
 	defer stop()
-	timer := workflow.NewTimer(tctx, wait)
-	cancelled := false
-	for done := false; !done && !cancelled; {
-		sel := workflow.NewSelector(ctx)
-		sel.AddFuture(timer, func(workflow.Future) { done = true })
-		sel.AddReceive(h.cancels, func(c workflow.ReceiveChannel, _ bool) {
-			var t string
-			c.Receive(ctx, &t)
-			cancelled = h.cancelTask(ctx, t) && cancels(t, req)
-		})
-		sel.Select(ctx)
-	}
-	return cancelled
+	return h.awaitTakingCancels(ctx, req, workflow.NewTimer(tctx, wait), stop)
 }
 
 // cancelledAfterAttempt answers a task op cancelled after one of its
