@@ -21,13 +21,9 @@ const VersionTaskOpAttempts = "task-op-attempts"
 // runTaskOp runs a task's op, taking the task's cancels while it runs and
 // while it waits to try again.
 func (h *host) runTaskOp(ctx workflow.Context, req HostRequest, e Entry, in activities.HostOpInput) activities.HostOpOutput {
-	var a *activities.Activities
 	if workflow.GetVersion(ctx, VersionTaskOpAttempts, workflow.DefaultVersion, 1) < 1 {
-		var out activities.HostOpOutput
-		octx, cancel := workflow.WithCancel(opOptions(ctx, in, policies.OpAttempts))
-		defer cancel()
-		fut := workflow.ExecuteActivity(octx, a.HostOp, in)
-		if err := h.awaitOp(ctx, req, e, fut, cancel, &out, nil); err != nil {
+		out, err := h.tryOp(ctx, req, e, in, policies.OpAttempts, nil)
+		if err != nil {
 			out = activities.HostOpOutput{Result: activityFailure(err)}
 		}
 		return out
@@ -35,11 +31,7 @@ func (h *host) runTaskOp(ctx workflow.Context, req HostRequest, e Entry, in acti
 	var failed *attemptFailure
 	for n := 1; ; n++ {
 		in.Attempt = int32(n)
-		var out activities.HostOpOutput
-		octx, cancel := workflow.WithCancel(opOptions(ctx, in, 1))
-		fut := workflow.ExecuteActivity(octx, a.HostOp, in)
-		err := h.awaitOp(ctx, req, e, fut, cancel, &out, failed)
-		cancel()
+		out, err := h.tryOp(ctx, req, e, in, 1, failed)
 		if err == nil {
 			return out
 		}
@@ -52,6 +44,18 @@ func (h *host) runTaskOp(ctx workflow.Context, req HostRequest, e Entry, in acti
 			return activities.HostOpOutput{Result: h.cancelledAfterAttempt(ctx, req, e, failed)}
 		}
 	}
+}
+
+// tryOp runs one activity of a task's op, which the server tries up to
+// attempts times, and awaits it taking cancels (awaitOp); failed is the
+// attempt before, if one ran and failed.
+func (h *host) tryOp(ctx workflow.Context, req HostRequest, e Entry, in activities.HostOpInput, attempts int, failed *attemptFailure) (activities.HostOpOutput, error) {
+	var a *activities.Activities
+	var out activities.HostOpOutput
+	octx, cancel := workflow.WithCancel(opOptions(ctx, in, attempts))
+	defer cancel()
+	err := h.awaitOp(ctx, req, e, workflow.ExecuteActivity(octx, a.HostOp, in), cancel, &out, failed)
+	return out, err
 }
 
 // attemptFailure is a task op's attempt that ran and failed.
