@@ -263,7 +263,7 @@ func (r *opRun) start() HostOpOutput {
 		return failed(*f)
 	}
 	if p.alive {
-		if r.retried() {
+		if r.retried() || r.ranBefore() {
 			// An earlier attempt started it before the worker was lost.
 			return observe(HostOpOutput{Result: ok(), Started: true}, p)
 		}
@@ -279,7 +279,7 @@ func (r *opRun) stop() HostOpOutput {
 		return failed(*f)
 	}
 	if !p.alive {
-		if r.retried() {
+		if r.retried() || r.ranBefore() {
 			// An earlier attempt, lost with its worker, may have stopped
 			// it: the caller asked for it gone, and it is.
 			return HostOpOutput{Result: ok()}
@@ -303,7 +303,7 @@ func (r *opRun) stopAndCheck(p probeResult) HostOpOutput {
 }
 
 func (r *opRun) signal(p probeResult, sig string, wait time.Duration) *proc.HostResult {
-	res, err := r.a.Runner.Run(r.ctx, r.host, r.command(r.plat.signalScript(p.sample.Pid, p.sample.StartTicks, sig, wait), wait+r.spec.OpTimeout))
+	res, err := r.a.Runner.Run(r.ctx, r.host, r.command(r.mark(r.plat.signalScript(p.sample.Pid, p.sample.StartTicks, sig, wait)), wait+r.spec.OpTimeout))
 	if err != nil {
 		f := transportFailure(err)
 		return &f
@@ -372,7 +372,7 @@ func (r *opRun) kill() HostOpOutput {
 		return failed(*f)
 	}
 	if !p.alive {
-		if r.retried() {
+		if r.retried() || r.ranBefore() {
 			return HostOpOutput{Result: ok()} // as for stop
 		}
 		return HostOpOutput{Result: proc.HostResult{Code: proc.CodeNotRunning,

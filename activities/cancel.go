@@ -12,6 +12,7 @@ import (
 	"go.temporal.io/sdk/activity"
 
 	"github.com/drover-sh/drover/policies"
+	"github.com/drover-sh/drover/proc"
 	"github.com/drover-sh/drover/transport"
 )
 
@@ -51,10 +52,52 @@ exit 0
 // the op can be cancelled (a task's op on a Linux host), and the file.
 func (r *opRun) notedControl(cmd string) (script, pidFile string) {
 	if _, linux := r.plat.(linuxPlatform); !linux || r.in.RequestID == "" || !activity.IsActivity(r.ctx) {
-		return r.plat.controlScript(r.spec, cmd), ""
+		return r.mark(r.plat.controlScript(r.spec, cmd)), ""
 	}
 	pidFile = controlPidFile(r.in.RequestID, r.attempt())
-	return controlScriptNoting(r.spec.SetupPath, cmd, r.spec.OpTimeout, pidFile), pidFile
+	notes := make([]string, 0, policies.OpAttempts)
+	for n := int32(1); n <= max(policies.OpAttempts, r.attempt()); n++ {
+		notes = append(notes, controlPidFile(r.in.RequestID, n))
+	}
+	return r.mark(controlScriptNoting(r.spec.SetupPath, cmd, r.spec.OpTimeout, pidFile, notes...)), pidFile
+}
+
+// A task op that acts on a process first writes its request id to the
+// process's op marker, one small file per process and account. An attempt
+// lost with its workflow task (a local activity's worker died) is run again
+// as if new; finding the marker, it knows the process is as it is because
+// of this very op: a start then answers 0, not 828.
+
+// opMarkerFile names the marker of the op's process on its host.
+func (r *opRun) opMarkerFile() string {
+	sum := sha256.Sum256([]byte(fmt.Sprintf("%s|%d|%s|%s|%s", r.plat.account(r.spec), r.in.Target.CloudID, r.in.Target.IP,
+		r.in.Process.Namespace, r.in.Process.Name)))
+	return fmt.Sprintf("/tmp/drover-op-%s", hex.EncodeToString(sum[:8]))
+}
+
+// marks reports whether the op writes the marker: a task's op on a Linux
+// host.
+func (r *opRun) marks() bool {
+	_, linux := r.plat.(linuxPlatform)
+	return linux && r.in.RequestID != "" && r.in.Op != proc.OpStatus
+}
+
+// mark prefixes script with the write of the op's marker.
+func (r *opRun) mark(script string) string {
+	if !r.marks() {
+		return script
+	}
+	return fmt.Sprintf("printf '%%s' %s > %s 2>/dev/null\n%s", transport.ShellQuote(r.in.RequestID), transport.ShellQuote(r.opMarkerFile()), script)
+}
+
+// ranBefore reports whether an earlier attempt of this very op acted on
+// the process: the marker holds its request id.
+func (r *opRun) ranBefore() bool {
+	if !r.marks() {
+		return false
+	}
+	res, err := r.a.Runner.Run(r.ctx, r.host, r.command("cat "+transport.ShellQuote(r.opMarkerFile())+" 2>/dev/null; exit 0", r.spec.OpTimeout))
+	return err == nil && strings.TrimSpace(string(res.Stdout)) == r.in.RequestID
 }
 
 // endIfCancelled ends the command noted in pidFile when the op was

@@ -28,22 +28,43 @@ func controlScript(setupPath, cmd string, timeout time.Duration) string {
 
 // controlScriptNoting is controlScript that also writes the command's
 // process group id to pidFile while it runs (see endScript), when given.
-func controlScriptNoting(setupPath, cmd string, timeout time.Duration, pidFile string) string {
-	note, unnote := "", ""
+// Before it starts the command, it looks in notes (this op's attempts'
+// files, pidFile among them) for a command of this op still running: an
+// attempt lost with its worker, or with its workflow task, left it. It
+// then starts nothing, waits for that command as if it were its own (its
+// own watchdog went with the lost attempt), and reports it ended.
+func controlScriptNoting(setupPath, cmd string, timeout time.Duration, pidFile string, notes ...string) string {
+	note, unnote, adopt := "", "", ""
+	secs := int(timeout.Round(time.Second) / time.Second)
+	if secs < 1 {
+		secs = 1
+	}
 	if pidFile != "" {
 		f := transport.ShellQuote(pidFile)
 		note = fmt.Sprintf("rm -f %s; echo $p > %s\n", f, f)
 		unnote = fmt.Sprintf("rm -f %s\n", f)
 	}
-	secs := int(timeout.Round(time.Second) / time.Second)
-	if secs < 1 {
-		secs = 1
+	if len(notes) > 0 {
+		quoted := make([]string, len(notes))
+		for i, n := range notes {
+			quoted[i] = transport.ShellQuote(n)
+		}
+		adopt = fmt.Sprintf(`for f in %s; do
+  [ -O "$f" ] || continue
+  q=$(cat "$f" 2>/dev/null); case "$q" in ''|*[!0-9]*) continue;; esac
+  [ "$q" -gt 1 ] && kill -0 -"$q" 2>/dev/null || continue
+  i=0; while [ $i -lt %d ] && kill -0 -"$q" 2>/dev/null; do sleep 0.5; i=$((i+1)); done
+  t=0; if kill -0 -"$q" 2>/dev/null; then t=1; kill -KILL -"$q" 2>/dev/null; fi
+  echo "the command an earlier attempt of this op started was still running (process group $q): waited for it"
+  printf '\n%s rc=0 timeout=%%d\n' "$t"; exit 0
+done
+`, strings.Join(quoted, " "), 2*secs, trailer)
 	}
 	dir := transport.ShellQuote(setupPath)
 	return fmt.Sprintf(`[ -e %s ] || { printf '%s rc=97 timeout=0 setup=%s\n'; exit 0; }
 [ -d %s ] || { printf '%s rc=97 timeout=0 setup=%s\n'; exit 0; }
 cd %s 2>/dev/null || { printf '%s rc=97 timeout=0 setup=%s\n'; exit 0; }
-out=$(mktemp "${TMPDIR:-/tmp}/drover.XXXXXX" 2>/dev/null) || { printf '%s rc=98 timeout=0 setup=%s\n'; exit 0; }
+%sout=$(mktemp "${TMPDIR:-/tmp}/drover.XXXXXX" 2>/dev/null) || { printf '%s rc=98 timeout=0 setup=%s\n'; exit 0; }
 setsid sh -c %s </dev/null >"$out" 2>&1 &
 p=$!
 %s( i=0; while [ $i -lt %d ] && kill -0 $p 2>/dev/null; do sleep 1; i=$((i+1)); done
@@ -52,7 +73,7 @@ wait $p; rc=$?
 %st=0; [ -e "$out.timeout" ] && t=1
 head -c 4096 "$out"; rm -f "$out" "$out.timeout"
 printf '\n%s rc=%%d timeout=%%d\n' "$rc" "$t"
-`, dir, trailer, setupMissing, dir, trailer, setupNotDir, dir, trailer, setupDenied, trailer, setupNoTemp,
+`, dir, trailer, setupMissing, dir, trailer, setupNotDir, dir, trailer, setupDenied, adopt, trailer, setupNoTemp,
 		transport.ShellQuote(cmd), note, secs, unnote, trailer)
 }
 

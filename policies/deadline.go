@@ -44,15 +44,11 @@ const MaxDeliveryExtra = 50 * time.Minute
 // taskSize items (a chunk of a split task), whose every item is delivered
 // at the same time as these.
 func TaskDeadlines(issued time.Time, op proc.OpType, items []proc.Item, taskSize int) []time.Time {
-	issued = issued.Add(min(time.Duration(max(taskSize, len(items))/100)*DeliveryPerHundred, MaxDeliveryExtra))
+	issued = issued.Add(DeliveryExtra(max(taskSize, len(items))))
 	out := make([]time.Time, len(items))
 	waited := map[proc.HostID]time.Duration{}
 	for i, it := range items {
-		var spec proc.Spec
-		if it.Spec != nil {
-			spec = *it.Spec
-		}
-		own := HostOpDeadline(op, WithDefaults(spec))
+		own := ItemOpDeadline(op, it)
 		h := it.Target.HostID()
 		out[i] = issued.Add(DeliveryAllowance + waited[h] + own)
 		waited[h] += own
@@ -64,4 +60,32 @@ func TaskDeadlines(issued time.Time, op proc.OpType, items []proc.Item, taskSize
 // run; the zero deadline (a request from before deadlines) never passes.
 func Passed(deadline, now time.Time) bool {
 	return !deadline.IsZero() && now.After(deadline)
+}
+
+// ItemOpDeadline bounds an item's op on its host: by its inline spec, or
+// without one (the host's registered spec is used) by the defaults.
+func ItemOpDeadline(op proc.OpType, it proc.Item) time.Duration {
+	var spec proc.Spec
+	if it.Spec != nil {
+		spec = *it.Spec
+	}
+	return HostOpDeadline(op, WithDefaults(spec))
+}
+
+// DeliveryExtra is what DeliveryPerHundred adds for a task of n items.
+func DeliveryExtra(n int) time.Duration {
+	return min(time.Duration(n/100)*DeliveryPerHundred, MaxDeliveryExtra)
+}
+
+// DeliverLimit is how long a batch of items issued at issued, with their
+// deadlines, is tried: until every item could have started by its
+// deadline and ended within its bound, and DeliverGrace more.
+func DeliverLimit(issued time.Time, op proc.OpType, items []proc.Item, deadlines []time.Time) time.Duration {
+	latest := issued
+	for i, it := range items {
+		if end := deadlines[i].Add(ItemOpDeadline(op, it)); end.After(latest) {
+			latest = end
+		}
+	}
+	return latest.Sub(issued) + DeliverGrace
 }

@@ -115,6 +115,19 @@ func StatusProbeTimeout(opTimeout time.Duration) time.Duration {
 // slow registry read before them.
 const StatusBatchDeadline = DefaultOpTimeout + 30*time.Second
 
+// StatusHeartbeatTimeout is a status batch's heartbeat timeout: a batch
+// only reads, so one given up is tried again at no risk, and a loaded
+// server that answers heartbeats late must not give up batches that work.
+const StatusHeartbeatTimeout = time.Minute
+
+// StatusTaskDeadline bounds how long a status task of n items keeps
+// trying its batches: the time a request may take to reach its host
+// (DeliveryAllowance and DeliveryPerHundred, as for any task), then one
+// batch's bound.
+func StatusTaskDeadline(n int) time.Duration {
+	return DeliveryAllowance + DeliveryExtra(n) + StatusBatchDeadline
+}
+
 // Supervision defaults.
 const (
 	// DefaultPollInterval is how often supervision samples a host.
@@ -181,3 +194,26 @@ const ShardRestartDebounce = 5 * time.Second
 // HostsPerShard is what watch_shards is sized by: one shard watch per
 // this many supervised hosts.
 const HostsPerShard = 250
+
+// A task hands its items to their hosts in batches, one activity each
+// (workflows' Deliver), by update.
+const (
+	// DeliverBatch is about how many items one batch holds: all of a
+	// host's items go in one batch, so a batch may hold more.
+	DeliverBatch = 50
+	// DeliverParallel bounds the hosts one batch works on at once, and
+	// DeliverInFlight the updates one worker has in flight.
+	DeliverParallel = 256
+	DeliverInFlight = 1000
+	// DeliverHeartbeatTimeout is generous: a batch only waits on hosts,
+	// which run their ops whatever becomes of it, and one given up by a
+	// loaded server is retried whole.
+	DeliverHeartbeatTimeout = time.Minute
+	// DeliverRetryFirst and DeliverRetryMax space the tries of one update
+	// the engine did not take.
+	DeliverRetryFirst = 200 * time.Millisecond
+	DeliverRetryMax   = 5 * time.Second
+	// DeliverGrace is how long past a request's deadline the engine is
+	// still tried; the host refuses it as too late anyway.
+	DeliverGrace = time.Minute
+)

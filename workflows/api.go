@@ -287,4 +287,7 @@ type HostState struct {
 	// armed on, empty when none.
 	WatchGen   int    `json:"watch_gen,omitempty"`
 	WatchShard string `json:"watch_shard,omitempty"`
+	// Answers are the latest answers to requests sent by update, for one
+	// sent again after the run that took it ended.
+	Answers []Answer `json:"answers,omitempty"`
 }

@@ -109,34 +109,43 @@ func (h *host) cancelled(req HostRequest) bool {
 // awaitOp waits for an attempt of a task's op on the host while taking
 // cancels; a cancel of the op's own task cancels its activity, which ends
 // the remote command, and the op's answer then says so, with the process's
-// state after. failed is the attempt before, if one ran and failed.
-func (h *host) awaitOp(ctx workflow.Context, req HostRequest, e Entry, fut workflow.Future, cancel workflow.CancelFunc, out *activities.HostOpOutput, failed *attemptFailure) error {
-	cancelled := h.awaitTakingCancels(ctx, req, fut, cancel)
-	err := fut.Get(ctx, out)
+// state after.
+func (h *host) awaitOp(ctx workflow.Context, op *taskOp, fut workflow.Future, cancel workflow.CancelFunc) (activities.HostOpOutput, error) {
+	var out activities.HostOpOutput
+	cancelled := h.awaitTakingCancels(ctx, op.req, fut, cancel)
+	err := fut.Get(ctx, &out)
 	if !cancelled {
-		return err
+		return out, err
 	}
-	// HostOp answers with a result whatever happens on the host, also
-	// when its context ends: a cancelled error means this attempt never
-	// started.
+	// An activity's HostOp answers with a result whatever happens on the
+	// host, also when its context ends: a cancelled error means this
+	// attempt never started. A local one starts at once, and a cancel
+	// answers without waiting for it.
 	var ce *temporal.CanceledError
+	isCancel := errors.As(err, &ce)
 	switch {
-	case errors.As(err, &ce) && failed != nil:
-		*out = activities.HostOpOutput{Result: h.cancelledAfterAttempt(ctx, req, e, failed)}
-		return nil
-	case errors.As(err, &ce):
-		*out = activities.HostOpOutput{Result: notRunCancelled(req)}
-		return nil
+	case isCancel && !op.local && op.failed != nil:
+		return activities.HostOpOutput{Result: h.cancelledAfterAttempt(ctx, op)}, nil
+	case isCancel && !op.local:
+		return activities.HostOpOutput{Result: notRunCancelled(op.req)}, nil
 	case err == nil && out.Result.Code == proc.CodeSuccess:
-		return nil // it finished before the cancel reached it
+		return out, nil // it finished before the cancel reached it
 	}
 	what := "it was ended"
 	if err == nil {
 		what = "it was ended (" + out.Result.Message + ")"
 	}
-	*out = activities.HostOpOutput{Result: proc.Fail(proc.CodeCancelled, "cancelled while running: %s; %s",
-		what, h.stateAfter(ctx, req, e, failed))}
-	return nil
+	ended := 0
+	if op.failed != nil {
+		ended = op.failed.n
+	}
+	if op.local {
+		// The cancelled attempt may still be ending its command: the
+		// probe ends it first.
+		ended = int(op.in.Attempt)
+	}
+	return activities.HostOpOutput{Result: proc.Fail(proc.CodeCancelled, "cancelled while running: %s; %s",
+		what, h.stateAfter(ctx, op, ended))}, nil
 }
 
 // awaitTakingCancels waits until fut (an attempt's activity, or the wait
@@ -162,26 +171,35 @@ func (h *host) awaitTakingCancels(ctx workflow.Context, req HostRequest, fut wor
 }
 
 // stateAfter probes the process after a cancelled op, so the answer says
-// what the host was left with. With failed attempts before, the probe
-// first ends what they left running.
-func (h *host) stateAfter(ctx workflow.Context, req HostRequest, e Entry, failed *attemptFailure) string {
-	spec := policies.WithDefaults(e.Spec)
+// what the host was left with. The probe first ends what the op's first
+// ended attempts noted and may have left running.
+func (h *host) stateAfter(ctx workflow.Context, op *taskOp, ended int) string {
+	spec := policies.WithDefaults(op.e.Spec)
 	spec.OpTimeout = policies.StatusProbeTimeout(spec.OpTimeout)
-	actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
-		StartToCloseTimeout: policies.HostOpDeadline(proc.OpStatus, spec),
-		HeartbeatTimeout:    policies.HeartbeatTimeout,
-		RetryPolicy:         &temporal.RetryPolicy{InitialInterval: time.Second, MaximumAttempts: 2},
-	})
 	in := activities.HostOpInput{
-		RequestID: req.RequestID + "/probe", Op: proc.OpStatus, Target: req.Target, Process: req.Process, Spec: spec,
-		Registration: e.Registration,
+		RequestID: op.req.RequestID + "/probe", Op: proc.OpStatus, Target: op.req.Target, Process: op.req.Process, Spec: spec,
+		Registration: op.e.Registration,
 	}
-	if failed != nil {
-		in.EndRequestID, in.EndAttempts = req.RequestID, int32(failed.n)
+	if ended > 0 {
+		in.EndRequestID, in.EndAttempts = op.req.RequestID, int32(ended)
 	}
 	var a *activities.Activities
 	var out activities.HostOpOutput
-	err := workflow.ExecuteActivity(actx, a.HostOp, in).Get(ctx, &out)
+	var err error
+	if op.local {
+		lctx := workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{
+			StartToCloseTimeout: policies.HostOpDeadline(proc.OpStatus, spec),
+			RetryPolicy:         &temporal.RetryPolicy{InitialInterval: time.Second, MaximumAttempts: 2},
+		})
+		err = workflow.ExecuteLocalActivity(lctx, a.HostOp, in).Get(ctx, &out)
+	} else {
+		actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+			StartToCloseTimeout: policies.HostOpDeadline(proc.OpStatus, spec),
+			HeartbeatTimeout:    policies.HeartbeatTimeout,
+			RetryPolicy:         &temporal.RetryPolicy{InitialInterval: time.Second, MaximumAttempts: 2},
+		})
+		err = workflow.ExecuteActivity(actx, a.HostOp, in).Get(ctx, &out)
+	}
 	switch {
 	case err != nil:
 		return "the process could not be probed after: " + oneLine(err.Error())

@@ -11,9 +11,12 @@ import (
 
 	"go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
-	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/temporal"
+	"golang.org/x/sync/errgroup"
+	grpccodes "google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/drover-sh/drover/gseapi"
 	"github.com/drover-sh/drover/inventory"
@@ -75,11 +78,40 @@ func TaskMemo(t *gseapi.Task) map[string]any {
 	return m
 }
 
-// WaitOperate blocks until the task's workflow finishes.
+// WaitOperate blocks until the task's workflow finishes. The wait is a
+// long poll that a loaded server can leave unanswered until the client's
+// deadline for one call ends it: it is asked again, as long as ctx lasts.
 func WaitOperate(ctx context.Context, c client.Client, taskID string) (OperateResult, error) {
-	var out OperateResult
-	err := c.GetWorkflow(ctx, taskID, "").Get(ctx, &out)
-	return out, err
+	for {
+		var out OperateResult
+		err := c.GetWorkflow(ctx, taskID, "").Get(ctx, &out)
+		if err == nil || ctx.Err() != nil || !pollCutShort(err) {
+			return out, err
+		}
+		select {
+		case <-ctx.Done():
+			return out, ctx.Err()
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+// pollCutShort reports whether a wait failed for the call, not for the
+// workflow: its stream was cancelled or ran out of time, or the server was
+// briefly unavailable.
+func pollCutShort(err error) bool {
+	var wee *temporal.WorkflowExecutionError
+	if errors.As(err, &wee) {
+		return false
+	}
+	switch status.Code(err) {
+	case grpccodes.Canceled, grpccodes.DeadlineExceeded, grpccodes.Unavailable, grpccodes.ResourceExhausted:
+		return true
+	}
+	var de *serviceerror.DeadlineExceeded
+	var ca *serviceerror.Canceled
+	var un *serviceerror.Unavailable
+	return errors.As(err, &de) || errors.As(err, &ca) || errors.As(err, &un) || errors.Is(err, context.DeadlineExceeded)
 }
 
 // FetchOperate returns the task's results: final ones when it has finished,
@@ -153,6 +185,9 @@ type Engine struct {
 	// Files is the content store (files_dir) pushes keep their contents
 	// in; nil refuses pushes.
 	Files gseapi.ContentStore
+	// DataConverter decodes host workflows' memos, as the client encodes
+	// payloads; nil means the default.
+	DataConverter converter.DataConverter
 }
 
 // ContentStore is the engine's content store, for the file APIs.
@@ -235,57 +270,46 @@ func (e *Engine) HostAgent(id proc.HostID) string {
 }
 
 // Registered lists every registered (host, process) of a namespace (and
-// name, when given), from the registries of all running host workflows.
+// name, when given), from the specs memos of all running host workflows,
+// read with one paged listing; only a host without the memo (a run begun
+// before it) is asked by query.
 func (e *Engine) Registered(ctx context.Context, namespace, name string) ([]proc.Item, error) {
-	q := fmt.Sprintf("WorkflowType = '%s' AND ExecutionStatus = 'Running'", HostWorkflowName)
-	var ids []string
-	var token []byte
-	for {
-		resp, err := e.Client.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{Query: q, NextPageToken: token})
-		if err != nil {
-			return nil, fmt.Errorf("%w: list host workflows: %v", gseapi.ErrUnavailable, err)
+	var out []proc.Item
+	add := func(host proc.HostID, entries []Entry) {
+		for _, en := range entries {
+			if en.Process.Namespace == namespace && (name == "" || en.Process.Name == name) {
+				out = append(out, proc.Item{Target: proc.Target{CloudID: host.CloudID, SupplierID: en.SupplierID, IP: host.IP}, Process: en.Process})
+			}
 		}
-		for _, ex := range resp.Executions {
-			ids = append(ids, ex.Execution.WorkflowId)
+	}
+	var ask []proc.HostID
+	err := scanRegistries(ctx, e.Client, e.DataConverter, runningHosts(), listPageSize, func(host proc.HostID, entries []Entry, ok bool) {
+		if ok && len(entries) < MaxDigestProcs {
+			add(host, entries)
+			return
 		}
-		if token = resp.NextPageToken; len(token) == 0 {
-			break
-		}
+		ask = append(ask, host)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("%w: list host workflows: %v", gseapi.ErrUnavailable, err)
 	}
 	var mu sync.Mutex
-	var out []proc.Item
-	var firstErr error
-	sem := make(chan struct{}, 32)
-	var wg sync.WaitGroup
-	for _, id := range ids {
-		wg.Add(1)
-		sem <- struct{}{}
-		go func(id string) {
-			defer func() { <-sem; wg.Done() }()
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(fallbackParallel)
+	for _, host := range ask {
+		g.Go(func() error {
 			var entries []Entry
-			_, err := QueryOpen(ctx, e.Client, id, RegistryQuery, &entries)
+			if _, err := QueryOpen(gctx, e.Client, HostWorkflowID(host), RegistryQuery, &entries); err != nil {
+				return err
+			}
 			mu.Lock()
 			defer mu.Unlock()
-			if err != nil {
-				if firstErr == nil {
-					firstErr = err
-				}
-				return
-			}
-			host, ok := parseHostWorkflowID(id)
-			if !ok {
-				return
-			}
-			for _, en := range entries {
-				if en.Process.Namespace == namespace && (name == "" || en.Process.Name == name) {
-					out = append(out, proc.Item{Target: proc.Target{CloudID: host.CloudID, SupplierID: en.SupplierID, IP: host.IP}, Process: en.Process})
-				}
-			}
-		}(id)
+			add(host, entries)
+			return nil
+		})
 	}
-	wg.Wait()
-	if firstErr != nil {
-		return nil, fmt.Errorf("%w: read a registry: %v", gseapi.ErrUnavailable, firstErr)
+	if err := g.Wait(); err != nil {
+		return nil, fmt.Errorf("%w: read a registry: %v", gseapi.ErrUnavailable, err)
 	}
 	return out, nil
 }

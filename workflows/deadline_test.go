@@ -2,6 +2,7 @@ package workflows
 
 import (
 	"context"
+	"encoding/json"
 	"io"
 	"log/slog"
 	"strings"
@@ -26,6 +27,7 @@ type hostTest struct {
 	start   time.Time
 	mu      sync.Mutex
 	ran     []string // request ids HostOp ran, in order
+	ins     []activities.HostOpInput
 	replies map[int]proc.HostResult
 }
 
@@ -40,6 +42,7 @@ func newHostTest(t *testing.T, run func(ctx context.Context, in activities.HostO
 	ht.env.RegisterActivityWithOptions(func(ctx context.Context, in activities.HostOpInput) (activities.HostOpOutput, error) {
 		ht.mu.Lock()
 		ht.ran = append(ht.ran, in.RequestID)
+		ht.ins = append(ht.ins, in)
 		ht.mu.Unlock()
 		return run(ctx, in)
 	}, activity.RegisterOptions{Name: "HostOp"})
@@ -52,9 +55,42 @@ func newHostTest(t *testing.T, run func(ctx context.Context, in activities.HostO
 	return ht
 }
 
-// send delivers req to the host at offset after the start.
+// send delivers req to the host at offset after the start: by update, as
+// tasks do, or by signal with a reply to "task" when req has ReplyTo, as
+// tasks begun before updates did.
 func (ht *hostTest) send(at time.Duration, req HostRequest) {
-	ht.env.RegisterDelayedCallback(func() { ht.env.SignalWorkflow(OpSignal, req) }, at)
+	if req.ReplyTo != "" {
+		ht.env.RegisterDelayedCallback(func() { ht.env.SignalWorkflow(OpSignal, req) }, at)
+		return
+	}
+	ht.env.RegisterDelayedCallback(func() {
+		ht.env.UpdateWorkflow(OpUpdate, req.RequestID, &testsuite.TestUpdateCallback{
+			OnReject:   func(err error) { ht.answer(req.Index, nil, err) },
+			OnAccept:   func() {},
+			OnComplete: func(v any, err error) { ht.answer(req.Index, v, err) },
+		}, req)
+	}, at)
+}
+
+// answer records an update's outcome as the host's reply.
+func (ht *hostTest) answer(index int, v any, err error) {
+	ht.mu.Lock()
+	defer ht.mu.Unlock()
+	var r proc.HostResult
+	if err == nil {
+		b, _ := json.Marshal(v)
+		err = json.Unmarshal(b, &r)
+	}
+	if err != nil {
+		r = proc.HostResult{Code: proc.CodeInternal, Message: "update failed: " + err.Error()}
+	}
+	ht.replies[index] = r
+}
+
+// signalled is req sent as tasks begun before updates sent it.
+func signalled(req HostRequest) HostRequest {
+	req.ReplyTo = "task"
+	return req
 }
 
 func (ht *hostTest) run() {
@@ -67,7 +103,7 @@ func succeed(context.Context, activities.HostOpInput) (activities.HostOpOutput, 
 
 func startRequest(id string, index int, name string) HostRequest {
 	spec := proc.Spec{ProcName: name, SetupPath: "/data/" + name, PidPath: "/data/" + name + "/" + name + ".pid"}
-	return HostRequest{RequestID: id, ReplyTo: "task", Index: index, Op: proc.OpStart,
+	return HostRequest{RequestID: id, Index: index, Op: proc.OpStart,
 		Target: proc.Target{IP: "10.0.0.1"}, Process: proc.ProcessID{Namespace: "ns", Name: name}, Spec: &spec}
 }
 
@@ -96,5 +132,27 @@ func TestHostRequestPastItsDeadlineIsNotRun(t *testing.T) {
 	}
 	if strings.Join(ht.ran, ",") != "ok#1,old#2" {
 		t.Fatalf("HostOp ran %v, want ok#1 and old#2 only", ht.ran)
+	}
+}
+
+// TestHostAnswersARequestSentAgainFromWhatItKept: a request sent again
+// after the run that took it ended (the host continued as new, and the
+// server knows update ids only within a run) is answered what the host
+// kept, and not run again.
+func TestHostAnswersARequestSentAgainFromWhatItKept(t *testing.T) {
+	ht := newHostTest(t, succeed)
+	kept := proc.Fail(proc.CodePostCheck, "start process (a) failed, for post-check status not alive")
+	ht.send(time.Second, startRequest("T#0", 0, "a"))
+	ht.send(2*time.Second, startRequest("T#1", 1, "b"))
+	ht.env.ExecuteWorkflow(HostWorkflowName, HostState{Host: proc.HostID{IP: "10.0.0.1"},
+		Seen: []string{"T#0"}, Answers: []Answer{{ID: "T#0", Result: kept}}})
+	if r := ht.replies[0]; r.Code != kept.Code || r.Message != kept.Message {
+		t.Fatalf("request sent again: %+v, want the kept answer %+v", r, kept)
+	}
+	if r := ht.replies[1]; r.Code != proc.CodeSuccess {
+		t.Fatalf("a new request: %+v, want it run", r)
+	}
+	if got := strings.Join(ht.ran, ","); got != "T#1" {
+		t.Fatalf("HostOp ran %s, want T#1 only", got)
 	}
 }

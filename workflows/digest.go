@@ -158,13 +158,57 @@ func (h *host) publish(ctx workflow.Context) {
 	if workflow.GetVersion(ctx, registryMemoChange, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
 		return
 	}
+	memo := map[string]any{}
 	d := DigestOf(h.Entries, h.Events, workflow.Now(ctx))
-	if h.published != nil && reflect.DeepEqual(*h.published, d) {
+	if h.published == nil || !reflect.DeepEqual(*h.published, d) {
+		memo[RegistryMemo] = d
+	}
+	var specs []RegistryEntry
+	if workflow.GetVersion(ctx, registrySpecsChange, workflow.DefaultVersion, 1) >= 1 {
+		specs = RegistryOf(h.Entries)
+		if h.publishedSpecs == nil || !reflect.DeepEqual(*h.publishedSpecs, specs) {
+			memo[SpecsMemo] = specs
+		}
+	}
+	if len(memo) == 0 {
 		return
 	}
-	if err := workflow.UpsertMemo(ctx, map[string]any{RegistryMemo: d}); err != nil {
+	if err := workflow.UpsertMemo(ctx, memo); err != nil {
 		workflow.GetLogger(ctx).Warn("registry memo not updated", "error", err)
 		return
 	}
 	h.published = &d
+	if _, ok := memo[SpecsMemo]; ok {
+		h.publishedSpecs = &specs
+	}
+}
+
+// SpecsMemo is the host workflow's memo field holding its registry as
+// RegistryEntry records: a status op reads every host's specs with one
+// paged listing, never a query (and a worker's replay) per host.
+const SpecsMemo = "specs"
+
+// registrySpecsChange guards the specs memo.
+const registrySpecsChange = "registry-specs"
+
+// RegistryEntry is one registered process as the specs memo holds it:
+// what a status probe of it needs.
+type RegistryEntry struct {
+	Process    proc.ProcessID `json:"process"`
+	Spec       proc.Spec      `json:"spec"`
+	SupplierID int            `json:"bk_supplier_id,omitempty"`
+	proc.Registration
+}
+
+// RegistryOf is entries as the specs memo holds them, at most
+// MaxDigestProcs; a host with more is read by query.
+func RegistryOf(entries []Entry) []RegistryEntry {
+	out := make([]RegistryEntry, 0, min(len(entries), MaxDigestProcs))
+	for _, e := range entries {
+		if len(out) == MaxDigestProcs {
+			break
+		}
+		out = append(out, RegistryEntry{Process: e.Process, Spec: e.Spec, SupplierID: e.SupplierID, Registration: e.Registration})
+	}
+	return out
 }

@@ -9,6 +9,7 @@ import (
 	"go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/converter"
 
 	"github.com/drover-sh/drover/activities"
 	"github.com/drover-sh/drover/inventory"
@@ -28,11 +29,9 @@ type Dispatcher struct {
 	Acts      *activities.Activities
 	// Supervision is handed to every host workflow with its requests.
 	Supervision Supervision
-
-	// known keeps each registry read by Status with the host workflow's
-	// state it came from, so the next status op reuses it while that state
-	// is unchanged.
-	known registryStore
+	// DataConverter decodes host workflows' memos, as the client encodes
+	// payloads; nil means the default.
+	DataConverter converter.DataConverter
 }
 
 // DispatchInput is one Operate workflow's items to hand out.

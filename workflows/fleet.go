@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	workflowpb "go.temporal.io/api/workflow/v1"
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
@@ -37,31 +38,23 @@ func ListDigests(ctx context.Context, c client.Client, dc converter.DataConverte
 	if dc == nil {
 		dc = converter.GetDefaultDataConverter()
 	}
-	q := fmt.Sprintf("WorkflowType = '%s' AND ExecutionStatus = 'Running'", HostWorkflowName)
 	var out []HostDigest
 	var ask []proc.HostID
-	var token []byte
-	for {
-		resp, err := c.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{Query: q, PageSize: listPageSize, NextPageToken: token})
-		if err != nil {
-			return nil, fmt.Errorf("list host workflows: %w", err)
+	err := eachHost(ctx, c, runningHosts(), listPageSize, func(host proc.HostID, ex *workflowpb.WorkflowExecutionInfo) error {
+		if keep != nil && !keep(host) {
+			return nil
 		}
-		for _, ex := range resp.Executions {
-			host, ok := parseHostWorkflowID(ex.GetExecution().GetWorkflowId())
-			if !ok || (keep != nil && !keep(host)) {
-				continue
-			}
-			var d Digest
-			p := ex.GetMemo().GetFields()[RegistryMemo]
-			if p == nil || dc.FromPayload(p, &d) != nil || d.Omitted > 0 {
-				ask = append(ask, host)
-				continue
-			}
-			out = append(out, HostDigest{Host: host, Digest: d})
+		var d Digest
+		p := ex.GetMemo().GetFields()[RegistryMemo]
+		if p == nil || dc.FromPayload(p, &d) != nil || d.Omitted > 0 {
+			ask = append(ask, host)
+			return nil
 		}
-		if token = resp.NextPageToken; len(token) == 0 {
-			break
-		}
+		out = append(out, HostDigest{Host: host, Digest: d})
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	asked, err := queryDigests(ctx, c, ask)
 	if err != nil {
@@ -119,31 +112,50 @@ func digestAll(entries []Entry, events []Event) []ProcDigest {
 	return procs
 }
 
-// RenewWithoutDigest asks every running host workflow whose memo has no
-// registry digest (a run begun before it existed) for a new run, which
-// keeps one: until then, ListDigests reads such a host with queries. It
-// returns how many it asked.
+// RenewWithoutDigest asks every running host workflow whose memo lacks the
+// registry digest or the specs (a run begun before they existed) for a new
+// run, which keeps them: until then, ListDigests and status read such a
+// host with queries. It returns how many it asked.
 func RenewWithoutDigest(ctx context.Context, c client.Client) (int, error) {
-	q := fmt.Sprintf("WorkflowType = '%s' AND ExecutionStatus = 'Running'", HostWorkflowName)
 	asked := 0
+	err := eachHost(ctx, c, runningHosts(), listPageSize, func(_ proc.HostID, ex *workflowpb.WorkflowExecutionInfo) error {
+		memo := ex.GetMemo().GetFields()
+		if memo[RegistryMemo] != nil && memo[SpecsMemo] != nil {
+			return nil
+		}
+		run := ex.GetExecution()
+		if err := c.SignalWorkflow(ctx, run.GetWorkflowId(), run.GetRunId(), RenewSignal, nil); err != nil {
+			return fmt.Errorf("renew %s: %w", run.GetWorkflowId(), err)
+		}
+		asked++
+		return nil
+	})
+	return asked, err
+}
+
+// runningHosts is the listing query of every running host workflow.
+func runningHosts() string {
+	return fmt.Sprintf("WorkflowType = '%s' AND ExecutionStatus = 'Running'", HostWorkflowName)
+}
+
+// eachHost pages through the host workflows query q finds, pageSize a
+// page, calling each with every one's host; an error from each ends it.
+func eachHost(ctx context.Context, c client.Client, q string, pageSize int, each func(proc.HostID, *workflowpb.WorkflowExecutionInfo) error) error {
 	var token []byte
 	for {
-		resp, err := c.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{Query: q, PageSize: listPageSize, NextPageToken: token})
+		resp, err := c.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{Query: q, PageSize: int32(pageSize), NextPageToken: token})
 		if err != nil {
-			return asked, fmt.Errorf("list host workflows: %w", err)
+			return fmt.Errorf("list host workflows: %w", err)
 		}
 		for _, ex := range resp.Executions {
-			if ex.GetMemo().GetFields()[RegistryMemo] != nil {
-				continue
+			if h, ok := parseHostWorkflowID(ex.GetExecution().GetWorkflowId()); ok {
+				if err := each(h, ex); err != nil {
+					return err
+				}
 			}
-			run := ex.GetExecution()
-			if err := c.SignalWorkflow(ctx, run.GetWorkflowId(), run.GetRunId(), RenewSignal, nil); err != nil {
-				return asked, fmt.Errorf("renew %s: %w", run.GetWorkflowId(), err)
-			}
-			asked++
 		}
 		if token = resp.NextPageToken; len(token) == 0 {
-			return asked, nil
+			return nil
 		}
 	}
 }

@@ -61,9 +61,10 @@ func (j jsonValue) HasValue() bool    { return len(j) > 0 }
 func (j jsonValue) Get(ptr any) error { return json.Unmarshal(j, ptr) }
 
 // TestListDigestsAtFleetSize reads 10,000 hosts: ten listing pages and no
-// query, except for the hosts whose run has no digest in its memo.
+// query, except for the hosts whose run has no digest in its memo. Runs
+// without the digest or the specs are asked for a new run.
 func TestListDigestsAtFleetSize(t *testing.T) {
-	const hosts, withoutMemo = 10000, 3
+	const hosts, withoutMemo, withoutSpecs = 10000, 3, 2
 	dc := converter.GetDefaultDataConverter()
 	f := &fleetClient{}
 	for i := 0; i < hosts; i++ {
@@ -75,6 +76,13 @@ func TestListDigestsAtFleetSize(t *testing.T) {
 				t.Fatal(err)
 			}
 			info.Memo = &commonpb.Memo{Fields: map[string]*commonpb.Payload{RegistryMemo: p}}
+			if i >= withoutMemo+withoutSpecs {
+				specs, err := dc.ToPayload([]RegistryEntry{{Process: proc.ProcessID{Namespace: "web", Name: "svc"}}})
+				if err != nil {
+					t.Fatal(err)
+				}
+				info.Memo.Fields[SpecsMemo] = specs
+			}
 		}
 		f.execs = append(f.execs, info)
 	}
@@ -96,8 +104,9 @@ func TestListDigestsAtFleetSize(t *testing.T) {
 	if old != withoutMemo {
 		t.Fatalf("%d hosts read from their registry, want %d", old, withoutMemo)
 	}
-	// The runs without a digest, and only they, are asked for a new run.
-	if n, err := RenewWithoutDigest(context.Background(), f); err != nil || n != withoutMemo || f.signals.Load() != withoutMemo {
+	// The runs without a digest or specs, and only they, are asked for a
+	// new run.
+	if n, err := RenewWithoutDigest(context.Background(), f); err != nil || n != withoutMemo+withoutSpecs || f.signals.Load() != withoutMemo+withoutSpecs {
 		t.Fatalf("renewed %d, signalled %d: %v", n, f.signals.Load(), err)
 	}
 	// A selection reads the same listing and keeps its hosts.

@@ -22,9 +22,11 @@ type host struct {
 	ops workflow.ReceiveChannel
 	// watchBackoff delays the next watch after a failed one.
 	watchBackoff time.Time
-	// published is the digest last put in the memo in this run.
-	published *Digest
-	renew     workflow.ReceiveChannel
+	// published is the digest last put in the memo in this run, and
+	// publishedSpecs the registry.
+	published      *Digest
+	publishedSpecs *[]RegistryEntry
+	renew          workflow.ReceiveChannel
 	// watchEvents brings a shard watch's events; armed is what the host
 	// armed its shard with at WatchGen, nil once decided on (or in a new
 	// run, which arms again).
@@ -33,6 +35,10 @@ type host struct {
 	// arming is the arm under way, if any.
 	arming  workflow.Future
 	cancels workflow.ReceiveChannel
+	// updates brings the requests of OpUpdate; waiting are their ids
+	// not yet answered.
+	updates workflow.Channel
+	waiting []string
 }
 
 // maxEvents bounds the events a host keeps; older ones are dropped.
@@ -43,7 +49,11 @@ const maxEvents = 200
 // when its history grows long.
 func Host(ctx workflow.Context, st HostState) error {
 	h := &host{HostState: st, ops: workflow.GetSignalChannel(ctx, OpSignal), renew: workflow.GetSignalChannel(ctx, RenewSignal),
-		watchEvents: workflow.GetSignalChannel(ctx, WatchEventsSignal), cancels: workflow.GetSignalChannel(ctx, CancelTaskSignal)}
+		watchEvents: workflow.GetSignalChannel(ctx, WatchEventsSignal), cancels: workflow.GetSignalChannel(ctx, CancelTaskSignal),
+		updates: workflow.NewBufferedChannel(ctx, updateBuffer)}
+	if err := workflow.SetUpdateHandler(ctx, OpUpdate, h.onOp); err != nil {
+		return err
+	}
 	if err := workflow.SetQueryHandler(ctx, RegistryQuery, func() ([]Entry, error) {
 		return h.Entries, nil
 	}); err != nil {
@@ -88,6 +98,14 @@ func Host(ctx workflow.Context, st HostState) error {
 		if workflow.GetInfo(ctx).GetContinueAsNewSuggested() || h.renewAsked(ctx) {
 			h.drain()
 			h.takeCancels(ctx)
+			if len(h.Queue) > 0 {
+				continue
+			}
+			// Every update is answered by now; its handler returns
+			// before the run ends, or its caller would see it fail.
+			if err := workflow.Await(ctx, func() bool { return workflow.AllHandlersFinished(ctx) }); err != nil {
+				return err
+			}
 			return workflow.NewContinueAsNewError(ctx, Host, h.HostState)
 		}
 		h.publish(ctx)
@@ -110,12 +128,14 @@ func (h *host) renewAsked(ctx workflow.Context) bool {
 
 // drain queues every request already delivered, without blocking.
 func (h *host) drain() {
-	for {
-		var req HostRequest
-		if !h.ops.ReceiveAsync(&req) {
-			return
+	for _, ch := range []workflow.ReceiveChannel{h.ops, h.updates} {
+		for {
+			var req HostRequest
+			if !ch.ReceiveAsync(&req) {
+				break
+			}
+			h.Queue = append(h.Queue, req)
 		}
-		h.Queue = append(h.Queue, req)
 	}
 }
 
@@ -150,9 +170,13 @@ func (h *host) remember(id string) {
 
 func (h *host) reply(ctx workflow.Context, req HostRequest, res proc.HostResult) {
 	if req.ReplyTo == "" {
+		if h.answer(req, res) {
+			// A requester that reads the fleet's memos after its answer
+			// sees the op.
+			h.publish(ctx)
+		}
 		return
 	}
-	// A requester that reads the fleet's memos after its reply sees the op.
 	h.publish(ctx)
 	// The requester may be gone (terminated); that must not stop the host.
 	_ = workflow.SignalExternalWorkflow(ctx, req.ReplyTo, "", ReplySignal, HostReply{Index: req.Index, Result: res}).Get(ctx, nil)

@@ -144,6 +144,10 @@ func (op *operation) runChunks(ctx workflow.Context) {
 
 // runItems hands each item to its host's workflow and waits for replies.
 func (op *operation) runItems(ctx workflow.Context) {
+	if workflow.GetVersion(ctx, VersionDeliverUpdates, workflow.DefaultVersion, 1) >= 1 {
+		op.runDelivered(ctx)
+		return
+	}
 	self := workflow.GetInfo(ctx).WorkflowExecution.ID
 	dctx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 		StartToCloseTimeout: 5 * time.Minute,
@@ -208,10 +212,16 @@ func (op *operation) awaitReplies(ctx workflow.Context, limit time.Duration, wai
 // MaxInFlight activities at a time. Status only reads, so it needs neither
 // host workflows nor chunk children: its history is a few events per batch.
 func (op *operation) runStatus(ctx workflow.Context) {
+	// A batch the engine gave up (its heartbeats lost on a loaded server)
+	// is tried again until the task's deadline: its hosts answer for
+	// themselves, or, never probed by then, 9105.
+	issued := workflow.Now(ctx)
+	limit := policies.StatusTaskDeadline(max(op.in.Total, len(op.in.Items)))
 	actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
-		StartToCloseTimeout: policies.StatusBatchDeadline,
-		HeartbeatTimeout:    policies.HeartbeatTimeout,
-		RetryPolicy:         &temporal.RetryPolicy{InitialInterval: time.Second, MaximumAttempts: 3},
+		StartToCloseTimeout:    policies.StatusBatchDeadline,
+		ScheduleToCloseTimeout: limit,
+		HeartbeatTimeout:       policies.StatusHeartbeatTimeout,
+		RetryPolicy:            &temporal.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: 10 * time.Second},
 	})
 	var d *Dispatcher
 	sel := workflow.NewSelector(ctx)
@@ -229,7 +239,8 @@ func (op *operation) runStatus(ctx workflow.Context) {
 			var replies []HostReply
 			if err := f.Get(ctx, &replies); err != nil {
 				for i := first; i < last; i++ {
-					op.set(i, activityFailure(err))
+					op.set(i, proc.Fail(proc.CodeTimeout, "not run: deadline passed (the engine did not run this host's status batch by %s: %s)",
+						issued.Add(limit).UTC().Format(time.RFC3339), oneLine(err.Error())))
 				}
 				return
 			}

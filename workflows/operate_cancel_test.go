@@ -29,6 +29,14 @@ func operateEnv(t *testing.T) *testsuite.TestWorkflowEnvironment {
 	return env
 }
 
+// signalledEnv is operateEnv for a task begun before tasks handed their
+// items to hosts by update: a Dispatch signals them, and they reply.
+func signalledEnv(t *testing.T) *testsuite.TestWorkflowEnvironment {
+	env := operateEnv(t)
+	env.OnGetVersion(VersionDeliverUpdates, workflow.DefaultVersion, 1).Return(workflow.DefaultVersion)
+	return env
+}
+
 func twoHostItems() []proc.Item {
 	return []proc.Item{
 		{Target: proc.Target{IP: "10.0.0.1"}, Process: proc.ProcessID{Namespace: "ns", Name: "p"}},
@@ -40,7 +48,7 @@ func twoHostItems() []proc.Item {
 // cancel of its id to each host with an item still pending, and the task
 // ends with what the hosts answer.
 func TestOperateCancelTellsItsHosts(t *testing.T) {
-	env := operateEnv(t)
+	env := signalledEnv(t)
 	env.RegisterActivityWithOptions(func(context.Context, DispatchInput) (DispatchOutput, error) {
 		return DispatchOutput{}, nil
 	}, activity.RegisterOptions{Name: "Dispatch"})
@@ -81,7 +89,7 @@ func TestOperateCancelTellsItsHosts(t *testing.T) {
 // host by its request id, keeps the answer the delivered item's host gives,
 // and answers the other 9199 "not run" only once its deadline has passed.
 func TestOperateDispatchFailureNeverReportsARunOpAsNotRun(t *testing.T) {
-	env := operateEnv(t)
+	env := signalledEnv(t)
 	start := time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
 	env.SetStartTime(start)
 	env.RegisterActivityWithOptions(func(context.Context, DispatchInput) (DispatchOutput, error) {

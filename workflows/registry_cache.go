@@ -4,22 +4,27 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 
 	"go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
+	workflowpb "go.temporal.io/api/workflow/v1"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/converter"
 
 	"github.com/drover-sh/drover/policies"
 	"github.com/drover-sh/drover/proc"
 )
 
-// registryCache reads each host workflow's registry once per batch.
+// registryCache reads the registries of one status batch: every listed
+// host workflow's from its specs memo, with one listing for the batch, and
+// only a host the listing does not answer for by describe and query.
 type registryCache struct {
-	c     client.Client
-	known *registryStore
-	mu    sync.Mutex
-	m     map[proc.HostID]*registryRead
+	c      client.Client
+	listed map[proc.HostID][]Entry
+	mu     sync.Mutex
+	m      map[proc.HostID]*registryRead
 }
 
 // registryQueries bounds the registry queries one worker has in flight:
@@ -34,15 +39,28 @@ var (
 type registryRead struct {
 	once    sync.Once
 	entries []Entry
-	v       registryVersion
 	err     error
 }
 
-func newRegistryCache(c client.Client, known *registryStore) *registryCache {
-	return &registryCache{c: c, known: known, m: map[proc.HostID]*registryRead{}}
+// newRegistryCache lists the running host workflows of hosts with their
+// memos. A listing that fails leaves every host to its own read.
+func newRegistryCache(ctx context.Context, c client.Client, dc converter.DataConverter, hosts []proc.HostID) *registryCache {
+	rc := &registryCache{c: c, m: map[proc.HostID]*registryRead{}}
+	rc.listed, _ = listRegistries(ctx, c, dc, hosts)
+	return rc
 }
 
-func (rc *registryCache) get(ctx context.Context, h proc.HostID) ([]Entry, registryVersion, error) {
+// get is host h's registry. A host whose memo does not list the process
+// asked for is read again by query: its memo may be behind a register
+// that has just ended, or cut short (MaxDigestProcs).
+func (rc *registryCache) get(ctx context.Context, h proc.HostID, p proc.ProcessID) ([]Entry, error) {
+	if entries, ok := rc.listed[h]; ok && len(entries) < MaxDigestProcs {
+		for _, e := range entries {
+			if e.Process == p {
+				return entries, nil
+			}
+		}
+	}
 	rc.mu.Lock()
 	r, ok := rc.m[h]
 	if !ok {
@@ -51,38 +69,30 @@ func (rc *registryCache) get(ctx context.Context, h proc.HostID) ([]Entry, regis
 	}
 	rc.mu.Unlock()
 	r.once.Do(func() {
-		r.entries, r.v, r.err = rc.read(ctx, HostWorkflowID(h))
+		r.entries, r.err = rc.read(ctx, HostWorkflowID(h))
 	})
-	return r.entries, r.v, r.err
+	return r.entries, r.err
 }
 
-// read returns a host workflow's registry. A query is a round trip through
-// a worker, several times the cost of describing the workflow, so the
-// registry last read is reused while the workflow's run and history length
-// are those seen before that query: the registry is a function of the
-// history, and a workflow that gained no event has the same registry.
-func (rc *registryCache) read(ctx context.Context, id string) ([]Entry, registryVersion, error) {
+// read returns a host workflow's registry by describe and query.
+func (rc *registryCache) read(ctx context.Context, id string) ([]Entry, error) {
 	registryDescribes <- struct{}{}
 	desc, err := rc.c.DescribeWorkflowExecution(ctx, id, "")
 	<-registryDescribes
 	var nf *serviceerror.NotFound
 	switch {
 	case errors.As(err, &nf):
-		return nil, registryVersion{}, nil // never registered anything
+		return nil, nil // never registered anything
 	case err != nil:
-		return nil, registryVersion{}, fmt.Errorf("%s: %w", id, err)
+		return nil, fmt.Errorf("%s: %w", id, err)
 	}
-	info := desc.GetWorkflowExecutionInfo()
-	if st := info.GetStatus(); st != enums.WORKFLOW_EXECUTION_STATUS_RUNNING {
+	if st := desc.GetWorkflowExecutionInfo().GetStatus(); st != enums.WORKFLOW_EXECUTION_STATUS_RUNNING {
 		h, _ := parseHostWorkflowID(id)
-		return nil, registryVersion{}, &HostLostError{Host: h, Status: st}
-	}
-	v := registryVersion{run: info.GetExecution().GetRunId(), length: info.GetHistoryLength()}
-	if entries, ok := rc.known.get(id, v); ok {
-		return entries, v, nil
+		return nil, &HostLostError{Host: h, Status: st}
 	}
 	var entries []Entry
 	registryQueries <- struct{}{}
+	defer func() { <-registryQueries }()
 	for attempt := 1; ; attempt++ {
 		qctx, cancel := context.WithTimeout(ctx, policies.RegistryQueryTimeout)
 		_, err = QueryOpen(qctx, rc.c, id, RegistryQuery, &entries)
@@ -91,15 +101,59 @@ func (rc *registryCache) read(ctx context.Context, id string) ([]Entry, registry
 			break
 		}
 	}
-	<-registryQueries
 	if err != nil {
-		return nil, registryVersion{}, err
+		return nil, err
 	}
-	// Stored under the version read before the query: any event since
-	// makes the next describe differ, so a newer answer is never mistaken
-	// for an older state, nor the reverse.
-	rc.known.put(id, v, entries)
-	return entries, v, nil
+	return entries, nil
+}
+
+// registryListBatch is how many host workflows one listing names.
+const registryListBatch = 100
+
+// listRegistries reads the specs memo of the running host workflows of
+// hosts, registryListBatch ids a listing. A host missing from the answer
+// has no running workflow, or none with the memo yet.
+func listRegistries(ctx context.Context, c client.Client, dc converter.DataConverter, hosts []proc.HostID) (map[proc.HostID][]Entry, error) {
+	out := map[proc.HostID][]Entry{}
+	for start := 0; start < len(hosts); start += registryListBatch {
+		ids := make([]string, 0, registryListBatch)
+		for _, h := range hosts[start:min(start+registryListBatch, len(hosts))] {
+			ids = append(ids, "'"+HostWorkflowID(h)+"'")
+		}
+		q := fmt.Sprintf("%s AND WorkflowId IN (%s)", runningHosts(), strings.Join(ids, ","))
+		err := scanRegistries(ctx, c, dc, q, len(ids), func(h proc.HostID, entries []Entry, ok bool) {
+			if ok {
+				out[h] = entries
+			}
+		})
+		if err != nil {
+			return out, err
+		}
+	}
+	return out, nil
+}
+
+// scanRegistries pages through the host workflows query q finds, calling
+// each with a host's registry from its specs memo; ok is false for a
+// host whose memo has none.
+func scanRegistries(ctx context.Context, c client.Client, dc converter.DataConverter, q string, pageSize int, each func(proc.HostID, []Entry, bool)) error {
+	if dc == nil {
+		dc = converter.GetDefaultDataConverter()
+	}
+	return eachHost(ctx, c, q, pageSize, func(h proc.HostID, ex *workflowpb.WorkflowExecutionInfo) error {
+		var reg []RegistryEntry
+		p := ex.GetMemo().GetFields()[SpecsMemo]
+		if p == nil || dc.FromPayload(p, &reg) != nil {
+			each(h, nil, false)
+			return nil
+		}
+		entries := make([]Entry, len(reg))
+		for i, r := range reg {
+			entries[i] = Entry{Process: r.Process, Spec: r.Spec, SupplierID: r.SupplierID, Registration: r.Registration}
+		}
+		each(h, entries, true)
+		return nil
+	})
 }
 
 // timedOut reports whether a call failed by running out of time, on the
@@ -107,48 +161,4 @@ func (rc *registryCache) read(ctx context.Context, id string) ([]Entry, registry
 func timedOut(err error) bool {
 	var de *serviceerror.DeadlineExceeded
 	return errors.Is(err, context.DeadlineExceeded) || errors.As(err, &de)
-}
-
-// registryVersion names one state of a host workflow.
-type registryVersion struct {
-	run    string
-	length int64
-}
-
-// registryStore is the registries read so far, one per host workflow.
-type registryStore struct {
-	mu sync.Mutex
-	m  map[string]storedRegistry
-}
-
-type storedRegistry struct {
-	v       registryVersion
-	entries []Entry
-}
-
-func (s *registryStore) get(id string, v registryVersion) ([]Entry, bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	r, ok := s.m[id]
-	if !ok || r.v != v {
-		return nil, false
-	}
-	return r.entries, true
-}
-
-// latest is the registry read last for id, whatever its version.
-func (s *registryStore) latest(id string) (registryVersion, []Entry, bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	r, ok := s.m[id]
-	return r.v, r.entries, ok
-}
-
-func (s *registryStore) put(id string, v registryVersion, entries []Entry) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.m == nil {
-		s.m = map[string]storedRegistry{}
-	}
-	s.m[id] = storedRegistry{v: v, entries: entries}
 }

@@ -24,15 +24,31 @@ type StatusInput struct {
 
 // Status probes a batch of items directly, without their host workflows: a
 // read needs no serialising, and one activity for many hosts keeps the
-// engine's cost per host small. Registered specs are read from each host
-// workflow's registry query, once per host.
+// engine's cost per host small. Registered specs are read from the host
+// workflows' memos, with one listing per batch.
 func (d *Dispatcher) Status(ctx context.Context, in StatusInput) ([]HostReply, error) {
-	// Heartbeat while registries are read, too: on a new worker, reading a
-	// hundred of them can outlast the heartbeat timeout before any probe
+	// Heartbeat while registries are read, too: the listing, or a host
+	// read by query, can outlast the heartbeat timeout before any probe
 	// (which heartbeats) has begun.
 	defer activities.KeepAlive(ctx)()
+	hosts := make([]proc.HostID, 0, len(in.Items))
+	seen := map[proc.HostID]bool{}
+	for _, it := range in.Items {
+		if h := it.Target.HostID(); !seen[h] {
+			seen[h] = true
+			hosts = append(hosts, h)
+			// A cold worker has no connection yet: the handshake
+			// overlaps the listing instead of following it. A failed
+			// dial is not cached, so the probe's own Run reports it.
+			if host, ok := d.Inventory.Lookup(h); ok {
+				if c, ok := d.Acts.Runner.(connector); ok {
+					go func() { _ = c.Connect(ctx, host) }()
+				}
+			}
+		}
+	}
+	registries := newRegistryCache(ctx, d.Client, d.DataConverter, hosts)
 	out := make([]HostReply, len(in.Items))
-	registries := newRegistryCache(d.Client, &d.known)
 	sem := make(chan struct{}, statusParallel)
 	var wg sync.WaitGroup
 	var done atomic.Int64
@@ -64,40 +80,10 @@ func (d *Dispatcher) Status(ctx context.Context, in StatusInput) ([]HostReply, e
 const statusParallel = 256
 
 func (d *Dispatcher) statusOne(ctx context.Context, registries *registryCache, taskID string, it proc.Item) proc.HostResult {
-	host, ok := d.Inventory.Lookup(it.Target.HostID())
-	if !ok {
+	if _, ok := d.Inventory.Lookup(it.Target.HostID()); !ok {
 		return unknownHost(it.Target)
 	}
-	// A cold worker has no connection yet: the handshake overlaps the
-	// registry query instead of following it. A failed dial is not
-	// cached, so the probe's own Run reports it.
-	if c, ok := d.Acts.Runner.(connector); ok {
-		go func() { _ = c.Connect(ctx, host) }()
-	}
-	// While the registry is read, probe by the one read last time: status
-	// only reads, so a probe made by a registry that has since changed is
-	// simply dropped.
-	id := HostWorkflowID(it.Target.HostID())
-	var early chan proc.HostResult
-	var stopEarly context.CancelFunc = func() {}
-	v0, known, ok := d.known.latest(id)
-	if ok {
-		if in, res := statusInput(it, known, taskID); res == nil {
-			var ectx context.Context
-			ectx, stopEarly = context.WithCancel(ctx)
-			early = make(chan proc.HostResult, 1)
-			go func() { early <- d.probeStatus(ectx, in) }()
-		}
-	}
-	defer stopEarly()
-	entries, v, err := registries.get(ctx, it.Target.HostID())
-	if err == nil && early != nil && v == v0 {
-		return <-early
-	}
-	if early != nil {
-		stopEarly()
-		<-early
-	}
+	entries, err := registries.get(ctx, it.Target.HostID(), it.Process)
 	var lost *HostLostError
 	switch {
 	case errors.As(err, &lost) && it.Spec == nil:
@@ -106,7 +92,7 @@ func (d *Dispatcher) statusOne(ctx context.Context, registries *registryCache, t
 		// An inline spec needs no registry: the probe still answers.
 		entries, err = nil, nil
 	case err != nil:
-		return proc.HostResult{Code: proc.CodeInternal, Message: oneLine(fmt.Sprintf("read the registry of %s: %v", id, err))}
+		return proc.HostResult{Code: proc.CodeInternal, Message: oneLine(fmt.Sprintf("read the registry of %s: %v", HostWorkflowID(it.Target.HostID()), err))}
 	}
 	in, res := statusInput(it, entries, taskID)
 	if res != nil {

@@ -21,6 +21,12 @@ type cutShort struct {
 	end context.CancelFunc
 }
 
+func (s *cutShort) ListWorkflow(ctx context.Context, _ *workflowservice.ListWorkflowExecutionsRequest) (*workflowservice.ListWorkflowExecutionsResponse, error) {
+	s.end()
+	<-ctx.Done()
+	return nil, ctx.Err()
+}
+
 func (s *cutShort) DescribeWorkflowExecution(ctx context.Context, _, _ string) (*workflowservice.DescribeWorkflowExecutionResponse, error) {
 	s.end()
 	<-ctx.Done()

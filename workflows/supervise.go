@@ -20,11 +20,13 @@ func (h *host) wait(ctx workflow.Context) {
 	wctx, cancel := workflow.WithCancel(ctx)
 	defer cancel()
 	sel := workflow.NewSelector(ctx)
-	sel.AddReceive(h.ops, func(c workflow.ReceiveChannel, _ bool) {
-		var req HostRequest
-		c.Receive(ctx, &req)
-		h.Queue = append(h.Queue, req)
-	})
+	for _, ch := range []workflow.ReceiveChannel{h.ops, h.updates} {
+		sel.AddReceive(ch, func(c workflow.ReceiveChannel, _ bool) {
+			var req HostRequest
+			c.Receive(ctx, &req)
+			h.Queue = append(h.Queue, req)
+		})
+	}
 	sel.AddReceive(h.cancels, func(c workflow.ReceiveChannel, _ bool) {
 		var task string
 		c.Receive(ctx, &task)

@@ -18,20 +18,44 @@ import (
 // activity, and such a cancel answered "not run").
 const VersionTaskOpAttempts = "task-op-attempts"
 
+// VersionTaskOpLocal: each attempt of a task's op runs as a local activity,
+// inside the host workflow's task, so an op costs the engine one workflow
+// task instead of an activity's schedule, start and completion and the
+// task after them.
+const VersionTaskOpLocal = "task-op-local"
+
+// taskOp is one task's op on the host, attempt by attempt.
+type taskOp struct {
+	req HostRequest
+	e   Entry
+	in  activities.HostOpInput
+	// local: attempts run as local activities.
+	local bool
+	// failed is the attempt before, if one ran and failed.
+	failed *attemptFailure
+}
+
+// attemptFailure is a task op's attempt that ran and failed.
+type attemptFailure struct {
+	n   int
+	err error
+}
+
 // runTaskOp runs a task's op, taking the task's cancels while it runs and
 // while it waits to try again.
 func (h *host) runTaskOp(ctx workflow.Context, req HostRequest, e Entry, in activities.HostOpInput) activities.HostOpOutput {
+	op := &taskOp{req: req, e: e, in: in}
 	if workflow.GetVersion(ctx, VersionTaskOpAttempts, workflow.DefaultVersion, 1) < 1 {
-		out, err := h.tryOp(ctx, req, e, in, policies.OpAttempts, nil)
+		out, err := h.tryOp(ctx, op, policies.OpAttempts)
 		if err != nil {
 			out = activities.HostOpOutput{Result: activityFailure(err)}
 		}
 		return out
 	}
-	var failed *attemptFailure
+	op.local = workflow.GetVersion(ctx, VersionTaskOpLocal, workflow.DefaultVersion, 1) >= 1
 	for n := 1; ; n++ {
-		in.Attempt = int32(n)
-		out, err := h.tryOp(ctx, req, e, in, 1, failed)
+		op.in.Attempt = int32(n)
+		out, err := h.tryOp(ctx, op, 1)
 		if err == nil {
 			return out
 		}
@@ -39,29 +63,34 @@ func (h *host) runTaskOp(ctx workflow.Context, req HostRequest, e Entry, in acti
 		if !again || !retryable(err) {
 			return activities.HostOpOutput{Result: activityFailure(err)}
 		}
-		failed = &attemptFailure{n: n, err: err}
+		op.failed = &attemptFailure{n: n, err: err}
 		if h.cancelledWhileWaiting(ctx, req, wait) {
-			return activities.HostOpOutput{Result: h.cancelledAfterAttempt(ctx, req, e, failed)}
+			return activities.HostOpOutput{Result: h.cancelledAfterAttempt(ctx, op)}
 		}
 	}
 }
 
-// tryOp runs one activity of a task's op, which the server tries up to
-// attempts times, and awaits it taking cancels (awaitOp); failed is the
-// attempt before, if one ran and failed.
-func (h *host) tryOp(ctx workflow.Context, req HostRequest, e Entry, in activities.HostOpInput, attempts int, failed *attemptFailure) (activities.HostOpOutput, error) {
+// tryOp runs one attempt of a task's op, which the server tries up to
+// attempts times when it is an activity, and awaits it taking cancels.
+func (h *host) tryOp(ctx workflow.Context, op *taskOp, attempts int) (activities.HostOpOutput, error) {
 	var a *activities.Activities
-	var out activities.HostOpOutput
-	octx, cancel := workflow.WithCancel(opOptions(ctx, in, attempts))
+	octx, cancel := workflow.WithCancel(ctx)
 	defer cancel()
-	err := h.awaitOp(ctx, req, e, workflow.ExecuteActivity(octx, a.HostOp, in), cancel, &out, failed)
-	return out, err
+	var fut workflow.Future
+	if op.local {
+		fut = workflow.ExecuteLocalActivity(localOpOptions(octx, op.in), a.HostOp, op.in)
+	} else {
+		fut = workflow.ExecuteActivity(opOptions(octx, op.in, attempts), a.HostOp, op.in)
+	}
+	return h.awaitOp(ctx, op, fut, cancel)
 }
 
-// attemptFailure is a task op's attempt that ran and failed.
-type attemptFailure struct {
-	n   int
-	err error
+// localOpOptions are a local op's options: the workflow makes each attempt.
+func localOpOptions(ctx workflow.Context, in activities.HostOpInput) workflow.Context {
+	return workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{
+		StartToCloseTimeout: policies.HostOpDeadline(in.Op, in.Spec),
+		RetryPolicy:         &temporal.RetryPolicy{MaximumAttempts: 1},
+	})
 }
 
 // retryable reports whether another attempt may do better: any failure
@@ -83,7 +112,7 @@ func (h *host) cancelledWhileWaiting(ctx workflow.Context, req HostRequest, wait
 // cancelledAfterAttempt answers a task op cancelled after one of its
 // attempts had run on the host and failed: not "not run", but what that
 // attempt ended with and the process's state now.
-func (h *host) cancelledAfterAttempt(ctx workflow.Context, req HostRequest, e Entry, f *attemptFailure) proc.HostResult {
+func (h *host) cancelledAfterAttempt(ctx workflow.Context, op *taskOp) proc.HostResult {
 	return proc.Fail(proc.CodeCancelled, "cancelled while running: attempt %d of the op ended (%s), and the task was cancelled before another; %s",
-		f.n, oneLine(f.err.Error()), h.stateAfter(ctx, req, e, f))
+		op.failed.n, oneLine(op.failed.err.Error()), h.stateAfter(ctx, op, op.failed.n))
 }

@@ -191,15 +191,22 @@ func (h *host) watchQueue(ctx workflow.Context) string {
 	return workflow.GetInfo(ctx).TaskQueueName + WatchQueueSuffix
 }
 
+// VersionArmLocal: a host arms its shard with a local activity, inside the
+// workflow task that decided to, rather than with an activity and the task
+// after it.
+const VersionArmLocal = "arm-local"
+
 func (h *host) armShard(ctx workflow.Context, shard string, gen int) workflow.Future {
 	queue := h.watchQueue(ctx)
-	actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
-		StartToCloseTimeout: 30 * time.Second,
-		RetryPolicy:         &temporal.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 2, MaximumAttempts: 5},
-	})
+	in := ArmInput{Shard: shard, WatchQueue: queue, Arm: ShardArm{Host: HostWorkflowID(h.Host), Gen: gen}}
+	retry := &temporal.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 2, MaximumAttempts: 5}
 	var d *Dispatcher
-	return workflow.ExecuteActivity(actx, d.ArmWatch, ArmInput{Shard: shard, WatchQueue: queue,
-		Arm: ShardArm{Host: HostWorkflowID(h.Host), Gen: gen}})
+	if workflow.GetVersion(ctx, VersionArmLocal, workflow.DefaultVersion, 1) >= 1 {
+		lctx := workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{StartToCloseTimeout: 30 * time.Second, RetryPolicy: retry})
+		return workflow.ExecuteLocalActivity(lctx, d.ArmWatch, in)
+	}
+	actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{StartToCloseTimeout: 30 * time.Second, RetryPolicy: retry})
+	return workflow.ExecuteActivity(actx, d.ArmWatch, in)
 }
 
 // watchQuery answers the shard watch: the armed generation and its input.

@@ -122,7 +122,7 @@ func runPs(cmd *cobra.Command, f psFlags) error {
 	now := time.Now()
 	rows := psRows(digests, f, now)
 	if f.probe && len(rows) > 0 {
-		eng := &workflows.Engine{Client: c, TaskQueue: cfg.TaskQueue}
+		eng := engine(c, cfg, nil)
 		if err := probeRows(ctx, eng, rows, cmd.ErrOrStderr(), now); err != nil {
 			return &ExitError{Code: ExitUnavailable, Err: err}
 		}

@@ -14,7 +14,6 @@ import (
 	"github.com/drover-sh/drover/internal/config"
 	"github.com/drover-sh/drover/policies"
 	"github.com/drover-sh/drover/proc"
-	"github.com/drover-sh/drover/workflows"
 )
 
 // rolloutFlags are a control verb's rollout options.
@@ -98,7 +97,7 @@ func newRolloutCommand() *cobra.Command {
 			}
 			defer c.Close()
 			body, _ := json.Marshal(map[string]string{"task_id": id})
-			resp, outcome := gseapi.RolloutCall(cmd.Context(), &workflows.Engine{Client: c, TaskQueue: cfg.TaskQueue}, action, body, nil)
+			resp, outcome := gseapi.RolloutCall(cmd.Context(), engine(c, cfg, nil), action, body, nil)
 			return finish(cmd, resp, outcome)
 		},
 	}

@@ -14,7 +14,6 @@ import (
 
 	"github.com/drover-sh/drover/gseapi"
 	"github.com/drover-sh/drover/internal/config"
-	"github.com/drover-sh/drover/workflows"
 )
 
 func newServeCommand() *cobra.Command {
@@ -53,7 +52,7 @@ func newServeCommand() *cobra.Command {
 			if err != nil {
 				return &ExitError{Code: ExitBadRequest, Err: fmt.Errorf("--listen %s: %w", listen, err)}
 			}
-			g := &gseapi.Gateway{Engine: &workflows.Engine{Client: c, TaskQueue: cfg.TaskQueue, Inventory: inv, Files: contentStore(cfg)}, Apps: apps, Logger: logger, Timeout: timeout}
+			g := &gseapi.Gateway{Engine: engine(c, cfg, inv), Apps: apps, Logger: logger, Timeout: timeout}
 			srv := &http.Server{Handler: g.Handler(), ReadHeaderTimeout: 10 * time.Second, ReadTimeout: time.Minute,
 				WriteTimeout: timeout + 30*time.Second, IdleTimeout: 2 * time.Minute}
 			logger.Info("serving the GSE APIs", "listen", ln.Addr().String(), "apps", len(apps))

@@ -18,7 +18,6 @@ import (
 	"github.com/drover-sh/drover/gseapi"
 	"github.com/drover-sh/drover/internal/config"
 	"github.com/drover-sh/drover/inventory"
-	"github.com/drover-sh/drover/workflows"
 )
 
 // Exit codes scripts can branch on.
@@ -149,7 +148,7 @@ func callAPI(ctx context.Context, cmd *cobra.Command, cfg config.Config, name st
 	if err != nil {
 		return &ExitError{Code: ExitBadRequest, Err: err}
 	}
-	resp, outcome := gseapi.Call(ctx, &workflows.Engine{Client: c, TaskQueue: cfg.TaskQueue, Inventory: inv, Files: contentStore(cfg)}, name, body, f.wait)
+	resp, outcome := gseapi.Call(ctx, engine(c, cfg, inv), name, body, f.wait)
 	return finish(cmd, resp, outcome)
 }
 
@@ -218,7 +217,7 @@ func newCancelCommand() *cobra.Command {
 				return err
 			}
 			defer c.Close()
-			resp, outcome := gseapi.CancelTaskAs(cmd.Context(), &workflows.Engine{Client: c, TaskQueue: cfg.TaskQueue}, body, nil)
+			resp, outcome := gseapi.CancelTaskAs(cmd.Context(), engine(c, cfg, nil), body, nil)
 			return finish(cmd, resp, outcome)
 		},
 	}
@@ -231,7 +230,7 @@ func fetchResult(ctx context.Context, cmd *cobra.Command, cfg config.Config, tas
 	}
 	defer c.Close()
 	body, _ := json.Marshal(map[string]string{"task_id": taskID})
-	resp, outcome := gseapi.Call(ctx, &workflows.Engine{Client: c, TaskQueue: cfg.TaskQueue}, gseapi.APIGetProcOperateResult, body, false)
+	resp, outcome := gseapi.Call(ctx, engine(c, cfg, nil), gseapi.APIGetProcOperateResult, body, false)
 	return finish(cmd, resp, outcome)
 }
 

@@ -154,7 +154,7 @@ func runTask(cmd *cobra.Command, cfg config.Config, task *gseapi.Task, f verbFla
 		return err
 	}
 	defer c.Close()
-	eng := &workflows.Engine{Client: c, TaskQueue: cfg.TaskQueue}
+	eng := engine(c, cfg, nil)
 	wait := f.wait || (!f.noWait && isTerminal(cmd.ErrOrStderr())) || gseapi.Synchronous(task.API)
 	var id string
 	if roll != nil {

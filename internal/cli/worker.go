@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/converter"
 	tlog "go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/worker"
 
@@ -26,6 +27,26 @@ import (
 // Dial connects to Temporal with the configured address and namespace.
 func Dial(cfg config.Config, logger *slog.Logger) (client.Client, error) {
 	return dialWithMetrics(cfg, logger, nil)
+}
+
+// engine is the task engine of the starter's commands and the HTTP
+// server: it decodes host workflows' memos as the client encodes payloads,
+// and with an inventory it maps agent ids and keeps pushed contents.
+func engine(c client.Client, cfg config.Config, inv *inventory.Inventory) *workflows.Engine {
+	e := &workflows.Engine{Client: c, TaskQueue: cfg.TaskQueue, DataConverter: dataConverter(cfg)}
+	if inv != nil {
+		e.Inventory, e.Files = inv, contentStore(cfg)
+	}
+	return e
+}
+
+// dataConverter is the client's payload converter, nil for the default.
+func dataConverter(cfg config.Config) converter.DataConverter {
+	opts, err := cfg.ClientOptions()
+	if err != nil {
+		return nil
+	}
+	return opts.DataConverter
 }
 
 // dialWithMetrics is Dial reporting the SDK's metrics to handler, if any.
@@ -99,7 +120,7 @@ func StartWorker(cfg config.Config, logger *slog.Logger) (*Worker, error) {
 	winrm := transport.NewWinRM(transport.WinRMOptions{})
 	acts := &activities.Activities{Inventory: inv, Runner: m.Track(transport.Multi{SSH: ssh, WinRM: winrm}),
 		Files: transport.Multi{SSH: ssh, WinRM: winrm}, Store: filestore.Store{Dir: cfg.FilesDir}, Hosts: workflows.HostLink{Client: c}}
-	workflows.Register(w, acts, &workflows.Dispatcher{Client: c, TaskQueue: cfg.TaskQueue, Inventory: inv, Acts: acts,
+	workflows.Register(w, acts, &workflows.Dispatcher{Client: c, TaskQueue: cfg.TaskQueue, Inventory: inv, Acts: acts, DataConverter: dataConverter(cfg),
 		Supervision: workflows.Supervision{Interval: cfg.SuperviseInterval, LimitPolls: cfg.LimitPolls,
 			TimeZone: cfg.CrontabZone(), WatchQueue: cfg.WatchQueue(), WatchShards: cfg.WatchShards, Off: cfg.NoSupervision}})
 	// Watches are long-lived: on a queue of their own, with their own

@@ -1,0 +1,132 @@
+package workflows
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"go.temporal.io/api/enums/v1"
+	"go.temporal.io/sdk/client"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/drover-sh/drover/activities"
+	"github.com/drover-sh/drover/policies"
+	"github.com/drover-sh/drover/proc"
+)
+
+// DeliverInput is one batch of a task's items, each host's items all in
+// the one batch, to hand to their hosts by update.
+type DeliverInput struct {
+	TaskID string      `json:"task_id"`
+	Op     proc.OpType `json:"op_type"`
+	Manage bool        `json:"manage,omitempty"`
+	Items  []proc.Item `json:"items"`
+	// Indexes are the items' places in the whole task; Deadlines the
+	// latest time each may start on its host (policies.TaskDeadlines).
+	Indexes   []int        `json:"indexes"`
+	Deadlines []time.Time  `json:"deadlines"`
+	Files     *proc.FileOp `json:"files,omitempty"`
+}
+
+// deliverSlots bounds the updates one worker has in flight, whatever the
+// batches: each is a host op a worker runs, and more only queue.
+var deliverSlots = make(chan struct{}, policies.DeliverInFlight)
+
+// Deliver hands each item to its host's workflow by update and returns
+// every host's answer. A host's items go one after another, as its
+// workflow runs them; hosts go side by side. It answers nothing unless it
+// has every answer: a batch given up (its context ended) is retried whole,
+// and an update sent again is answered from what its host kept, never run
+// twice.
+func (d *Dispatcher) Deliver(ctx context.Context, in DeliverInput) ([]HostReply, error) {
+	defer activities.KeepAlive(ctx)()
+	out := make([]HostReply, len(in.Items))
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(policies.DeliverParallel)
+	// Batches of one host each.
+	for _, idx := range policies.HostBatches(in.Items, 1) {
+		g.Go(func() error {
+			for _, i := range idx {
+				res, err := d.deliverOne(gctx, in, i)
+				if err != nil {
+					return err
+				}
+				out[i] = HostReply{Index: in.Indexes[i], Result: res}
+			}
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// deliverOne hands item i to its host and waits for its answer. An error
+// is the engine's, never the host's: the batch is tried again.
+func (d *Dispatcher) deliverOne(ctx context.Context, in DeliverInput, i int) (proc.HostResult, error) {
+	it := in.Items[i]
+	if _, ok := d.Inventory.Lookup(it.Target.HostID()); !ok {
+		return unknownHost(it.Target), nil
+	}
+	req := HostRequest{
+		RequestID: fmt.Sprintf("%s#%d", in.TaskID, in.Indexes[i]), Index: in.Indexes[i],
+		Op: in.Op, Target: it.Target, Process: it.Process, Spec: it.Spec, Manage: in.Manage,
+		Supervision: &d.Supervision, Files: in.Files, Deadline: in.Deadlines[i],
+	}
+	select {
+	case deliverSlots <- struct{}{}:
+	case <-ctx.Done():
+		return proc.HostResult{}, ctx.Err()
+	}
+	defer func() { <-deliverSlots }()
+	for wait := policies.DeliverRetryFirst; ; wait = min(2*wait, policies.DeliverRetryMax) {
+		res, err := d.update(ctx, it.Target.HostID(), req)
+		if err == nil {
+			return res, nil
+		}
+		if ctx.Err() != nil {
+			return proc.HostResult{}, ctx.Err()
+		}
+		// A host workflow that is closed answers that, and runs nothing.
+		if lost, derr := closedHost(ctx, d.Client, it.Target.HostID()); derr == nil && lost != nil {
+			return *lost, nil
+		}
+		if policies.Passed(req.Deadline.Add(policies.DeliverGrace), time.Now()) {
+			// The engine could not take the request in time: its host,
+			// should it get it later, refuses it as too late.
+			return proc.Fail(proc.CodeTimeout, "not run: deadline passed (it had to start by %s; the engine did not hand it to the host: %s)",
+				req.Deadline.UTC().Format(time.RFC3339), oneLine(err.Error())), nil
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return proc.HostResult{}, ctx.Err()
+		case <-t.C:
+		}
+	}
+}
+
+// update sends req to its host's workflow, starting the workflow if the
+// host has none, and waits for the op's answer.
+func (d *Dispatcher) update(ctx context.Context, id proc.HostID, req HostRequest) (proc.HostResult, error) {
+	start := d.Client.NewWithStartWorkflowOperation(client.StartWorkflowOptions{
+		ID: HostWorkflowID(id), TaskQueue: d.TaskQueue,
+		WorkflowIDConflictPolicy: enums.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
+		// A closed host workflow is never replaced (see hostloss.go).
+		WorkflowIDReusePolicy: enums.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
+	}, HostWorkflowName, HostState{Host: id, Supervision: d.Supervision})
+	h, err := d.Client.UpdateWithStartWorkflow(ctx, client.UpdateWithStartWorkflowOptions{
+		StartWorkflowOperation: start,
+		UpdateOptions: client.UpdateWorkflowOptions{
+			UpdateID: req.RequestID, UpdateName: OpUpdate, Args: []any{req},
+			WaitForStage: client.WorkflowUpdateStageCompleted,
+		},
+	})
+	var res proc.HostResult
+	if err == nil {
+		err = h.Get(ctx, &res)
+	}
+	return res, err
+}

@@ -1,0 +1,67 @@
+package workflows
+
+import (
+	"time"
+
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/drover-sh/drover/policies"
+	"github.com/drover-sh/drover/proc"
+)
+
+// VersionDeliverUpdates: a task hands its items to their hosts by update,
+// in batches of about policies.DeliverBatch items, one activity each that
+// returns the hosts' answers (a Dispatch activity signalled every host,
+// and every host signalled its answer back).
+const VersionDeliverUpdates = "deliver-updates"
+
+// runDelivered hands the items to their hosts, batch by batch, and takes
+// each batch's answers as it ends. A batch the engine gave up on is tried
+// again until its items' deadlines have passed: its hosts answer for
+// themselves or, never reached in time, are answered 9105.
+func (op *operation) runDelivered(ctx workflow.Context) {
+	issued := workflow.Now(ctx)
+	deadlines := policies.TaskDeadlines(issued, op.in.Op, op.in.Items, op.in.Total)
+	cancels := workflow.GetSignalChannel(ctx, CancelSignal)
+	var d *Dispatcher
+	sel := workflow.NewSelector(ctx)
+	pending := 0
+	for _, idx := range policies.HostBatches(op.in.Items, policies.DeliverBatch) {
+		in := DeliverInput{TaskID: op.in.TaskID, Op: op.in.Op, Manage: op.in.Manage, Files: op.in.Files}
+		for _, i := range idx {
+			in.Items = append(in.Items, op.in.Items[i])
+			in.Indexes = append(in.Indexes, op.in.Offset+i)
+			in.Deadlines = append(in.Deadlines, deadlines[i])
+		}
+		limit := policies.DeliverLimit(issued, op.in.Op, in.Items, in.Deadlines)
+		actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+			StartToCloseTimeout:    limit,
+			ScheduleToCloseTimeout: limit,
+			HeartbeatTimeout:       policies.DeliverHeartbeatTimeout,
+			RetryPolicy:            &temporal.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: 10 * time.Second},
+		})
+		batch := idx
+		pending++
+		sel.AddFuture(workflow.ExecuteActivity(actx, d.Deliver, in), func(f workflow.Future) {
+			pending--
+			var replies []HostReply
+			if err := f.Get(ctx, &replies); err != nil {
+				for _, i := range batch {
+					op.set(i, proc.Fail(proc.CodeTimeout, "no answer from the host by the task's deadline: %s", oneLine(err.Error())))
+				}
+				return
+			}
+			for _, r := range replies {
+				op.set(r.Index-op.in.Offset, r.Result)
+			}
+		})
+	}
+	sel.AddReceive(cancels, func(c workflow.ReceiveChannel, _ bool) {
+		c.Receive(ctx, nil)
+		op.cancel(ctx)
+	})
+	for pending > 0 {
+		sel.Select(ctx)
+	}
+}
