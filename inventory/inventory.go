@@ -43,6 +43,9 @@ type Host struct {
 	User    string `koanf:"user" json:"user,omitempty"`
 	// IdentityFile is a path to a private key; the key itself never enters drover's inputs.
 	IdentityFile string `koanf:"identity_file" json:"identity_file,omitempty"`
+	// CertificateFile is a path to the OpenSSH user certificate presented
+	// with the key; empty means IdentityFile's KEY-cert.pub when it exists.
+	CertificateFile string `koanf:"certificate_file" json:"certificate_file,omitempty"`
 	// PasswordEnv names an environment variable holding the password.
 	PasswordEnv string `koanf:"password_env" json:"password_env,omitempty"`
 	// PassphraseEnv names an environment variable holding the identity
@@ -76,18 +79,20 @@ func (h Host) DialAddress() string {
 
 // Bastion is the jump host for a cloud area.
 type Bastion struct {
-	User          string `json:"user"`
-	Address       string `json:"address"` // host:port
-	IdentityFile  string `json:"identity_file,omitempty"`
-	PasswordEnv   string `json:"password_env,omitempty"`
-	PassphraseEnv string `json:"passphrase_env,omitempty"`
+	User            string `json:"user"`
+	Address         string `json:"address"` // host:port
+	IdentityFile    string `json:"identity_file,omitempty"`
+	CertificateFile string `json:"certificate_file,omitempty"`
+	PasswordEnv     string `json:"password_env,omitempty"`
+	PassphraseEnv   string `json:"passphrase_env,omitempty"`
 }
 
 type cloudEntry struct {
-	Bastion       string `koanf:"bastion"`
-	IdentityFile  string `koanf:"identity_file"`
-	PasswordEnv   string `koanf:"password_env"`
-	PassphraseEnv string `koanf:"passphrase_env"`
+	Bastion         string `koanf:"bastion"`
+	IdentityFile    string `koanf:"identity_file"`
+	CertificateFile string `koanf:"certificate_file"`
+	PasswordEnv     string `koanf:"password_env"`
+	PassphraseEnv   string `koanf:"passphrase_env"`
 }
 
 type fileSchema struct {
@@ -126,7 +131,7 @@ func New(knownHosts string, defaults Host, clouds map[int]Bastion, hosts []Host)
 	fs := fileSchema{KnownHosts: knownHosts, Defaults: defaults, Hosts: hosts, Clouds: map[string]cloudEntry{}}
 	for id, b := range clouds {
 		fs.Clouds[strconv.Itoa(id)] = cloudEntry{Bastion: b.User + "@" + b.Address, IdentityFile: b.IdentityFile,
-			PasswordEnv: b.PasswordEnv, PassphraseEnv: b.PassphraseEnv}
+			CertificateFile: b.CertificateFile, PasswordEnv: b.PasswordEnv, PassphraseEnv: b.PassphraseEnv}
 	}
 	return build(fs, ".")
 }
@@ -150,11 +155,16 @@ func build(fs fileSchema, dir string) (*Inventory, error) {
 			return nil, fmt.Errorf("clouds.%s.bastion: %w", id, err)
 		}
 		b.IdentityFile, b.PasswordEnv, b.PassphraseEnv = abs(c.IdentityFile), c.PasswordEnv, c.PassphraseEnv
+		b.CertificateFile = abs(c.CertificateFile)
+		if err := validCertificateFile(b.CertificateFile, b.IdentityFile); err != nil {
+			return nil, fmt.Errorf("clouds.%s.%w", id, err)
+		}
 		bastions[cloud] = b
 	}
 	for i, h := range fs.Hosts {
 		h = withDefaults(h, fs.Defaults)
 		h.IdentityFile = abs(h.IdentityFile)
+		h.CertificateFile = abs(h.CertificateFile)
 		h.CAFile = abs(h.CAFile)
 		if err := validate(h); err != nil {
 			return nil, fmt.Errorf("hosts[%d]: %w", i, err)
@@ -163,6 +173,9 @@ func build(fs fileSchema, dir string) (*Inventory, error) {
 			bc := *b
 			if bc.IdentityFile == "" {
 				bc.IdentityFile, bc.PassphraseEnv = h.IdentityFile, h.PassphraseEnv
+				if bc.CertificateFile == "" {
+					bc.CertificateFile = h.CertificateFile
+				}
 			}
 			h.Bastion = &bc
 		}
@@ -202,9 +215,15 @@ func withDefaults(h, d Host) Host {
 	if h.PasswordEnv == "" {
 		h.PasswordEnv = d.PasswordEnv
 	}
-	if h.PassphraseEnv == "" && h.IdentityFile == d.IdentityFile {
-		// A host's own key does not inherit the default key's passphrase.
-		h.PassphraseEnv = d.PassphraseEnv
+	if h.IdentityFile == d.IdentityFile {
+		// A host's own key does not inherit the default key's passphrase
+		// or certificate, nor does a WinRM host, which has no key.
+		if h.PassphraseEnv == "" {
+			h.PassphraseEnv = d.PassphraseEnv
+		}
+		if h.CertificateFile == "" && h.Transport == TransportSSH {
+			h.CertificateFile = d.CertificateFile
+		}
 	}
 	h.HTTPS = h.HTTPS || d.HTTPS
 	h.Insecure = h.Insecure || d.Insecure
@@ -266,6 +285,9 @@ func validate(h Host) error {
 		return fmt.Errorf("transport %q: must be %q or %q", h.Transport, TransportSSH, TransportWinRM)
 	}
 	if h.Transport != TransportWinRM {
+		if err := validCertificateFile(h.CertificateFile, h.IdentityFile); err != nil {
+			return err
+		}
 		for _, f := range []struct {
 			name string
 			set  bool
@@ -275,6 +297,9 @@ func validate(h Host) error {
 			}
 		}
 		return nil
+	}
+	if h.CertificateFile != "" {
+		return fmt.Errorf("certificate_file: only for transport %q hosts, this one is %q", TransportSSH, h.Transport)
 	}
 	if h.Auth != AuthBasic && h.Auth != AuthNTLM {
 		return fmt.Errorf("auth %q: must be %q or %q", h.Auth, AuthBasic, AuthNTLM)
@@ -287,6 +312,16 @@ func validate(h Host) error {
 	}
 	if h.Insecure && h.CAFile != "" {
 		return fmt.Errorf("insecure: cannot be combined with ca_file %s (insecure skips the verification ca_file is for)", h.CAFile)
+	}
+	return nil
+}
+
+// validCertificateFile catches a certificate_file that names the private
+// key, the likeliest slip; what the file holds is checked at each dial,
+// since a renewal may replace it at any time.
+func validCertificateFile(cert, identity string) error {
+	if cert != "" && cert == identity {
+		return fmt.Errorf("certificate_file %s: is the identity_file; want its certificate (ssh-keygen -s writes KEY-cert.pub)", cert)
 	}
 	return nil
 }

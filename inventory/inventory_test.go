@@ -145,6 +145,7 @@ hosts:
 		{`{ip: 10.0.1.1, https: true}`, `hosts[0]: https: only for transport "winrm" hosts`},
 		{`{ip: 10.0.1.1, ca_file: ca.pem}`, `hosts[0]: ca_file: only for transport "winrm" hosts`},
 		{`{ip: 10.0.1.1, transport: rdp}`, `hosts[0]: transport "rdp": must be "ssh" or "winrm"`},
+		{`{ip: 10.0.1.1, transport: winrm, password_env: PW, certificate_file: c.pub}`, `hosts[0]: certificate_file: only for transport "ssh" hosts, this one is "winrm"`},
 	} {
 		_, _, err := load(t, "hosts:\n  - "+c.host+"\n")
 		if err == nil || !strings.Contains(err.Error(), c.want) {
@@ -168,6 +169,47 @@ hosts:
 	for _, h := range inv.Hosts() {
 		if h.PassphraseEnv != want[h.IP] {
 			t.Errorf("%s: passphrase_env %q, want %q", h.IP, h.PassphraseEnv, want[h.IP])
+		}
+	}
+}
+
+// TestCertificateFileFollowsItsKey: certificate_file is inherited with the
+// key it certifies, resolved like the key's path, and never by a WinRM host.
+func TestCertificateFileFollowsItsKey(t *testing.T) {
+	inv, dir, err := load(t, `known_hosts: kh
+defaults: {identity_file: /keys/shared, certificate_file: certs/shared-cert.pub, password_env: PW}
+clouds:
+  "3": {bastion: jump@10.3.0.1}
+  "4": {bastion: jump@10.4.0.1, identity_file: /keys/jump, certificate_file: /certs/jump-cert.pub}
+hosts:
+  - {ip: 10.0.0.1}
+  - {ip: 10.0.0.2, identity_file: /keys/own}
+  - {ip: 10.0.0.3, identity_file: /keys/own, certificate_file: /certs/own-cert.pub}
+  - {ip: 10.0.0.4, transport: winrm}
+  - {ip: 10.3.0.1, bk_cloud_id: 3}
+  - {ip: 10.4.0.1, bk_cloud_id: 4}
+`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	shared := filepath.Join(dir, "certs/shared-cert.pub")
+	want := map[string]string{"10.0.0.1": shared, "10.0.0.2": "", "10.0.0.3": "/certs/own-cert.pub", "10.0.0.4": "", "10.3.0.1": shared, "10.4.0.1": shared}
+	bastion := map[string]string{"10.3.0.1": shared, "10.4.0.1": "/certs/jump-cert.pub"}
+	for _, h := range inv.Hosts() {
+		if h.CertificateFile != want[h.IP] {
+			t.Errorf("%s: certificate_file %q, want %q", h.IP, h.CertificateFile, want[h.IP])
+		}
+		if h.Bastion != nil && h.Bastion.CertificateFile != bastion[h.IP] {
+			t.Errorf("%s: bastion certificate_file %q, want %q", h.IP, h.Bastion.CertificateFile, bastion[h.IP])
+		}
+	}
+
+	for _, c := range []struct{ text, want string }{
+		{"hosts: [{ip: 10.0.0.1, identity_file: /k/id, certificate_file: /k/id}]", "hosts[0]: certificate_file /k/id: is the identity_file; want its certificate"},
+		{"clouds: {\"3\": {bastion: j@h, identity_file: /k/id, certificate_file: /k/id}}\nhosts: []", "clouds.3.certificate_file /k/id: is the identity_file"},
+	} {
+		if _, _, err := load(t, c.text); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: got %v, want %q", c.text, err, c.want)
 		}
 	}
 }

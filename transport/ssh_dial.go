@@ -95,7 +95,7 @@ func (s *SSH) dial(key poolKey) (*conn, error) {
 			err := check(hostname, remote, k)
 			if err != nil && s.opts.TrustOnFirstUse && unknownHost(err) {
 				if err = s.keys.trust(hostname, remote, k); err == nil && s.opts.OnTrust != nil {
-					s.opts.OnTrust(hostname, ssh.FingerprintSHA256(k))
+					s.opts.OnTrust(hostname, ssh.FingerprintSHA256(plainKey(k)))
 				}
 			}
 			if err != nil {
@@ -141,17 +141,17 @@ func (s *SSH) dial(key poolKey) (*conn, error) {
 	return c, nil
 }
 
-// authMethods builds, in order: the identity file and agent keys (one
-// publickey method, since the library tries only the first of each kind),
-// then the password. The returned func releases the agent connection.
+// authMethods builds, in order: the user certificate, the identity file
+// and the agent keys (one publickey method, since the library tries only
+// the first of each kind), then the password. The returned func releases
+// the agent connection.
 func (s *SSH) authMethods(e endpoint) ([]ssh.AuthMethod, func(), error) {
-	var signers []ssh.Signer
+	var identity ssh.Signer
 	if e.IdentityFile != "" {
-		signer, err := s.ids.signer(e.IdentityFile, e.PassphraseEnv)
-		if err != nil {
+		var err error
+		if identity, err = s.ids.signer(e.IdentityFile, e.PassphraseEnv); err != nil {
 			return nil, nil, err
 		}
-		signers = append(signers, signer)
 	}
 	closeAgent := func() {}
 	var agentSigners func() ([]ssh.Signer, error)
@@ -162,6 +162,20 @@ func (s *SSH) authMethods(e endpoint) ([]ssh.AuthMethod, func(), error) {
 			closeAgent = func() { ac.Close() }
 			agentSigners = agent.NewClient(ac).Signers
 		}
+	}
+	// The certificate goes first and its plain key after it, as OpenSSH
+	// offers them: a host may accept either.
+	var signers []ssh.Signer
+	cert, err := certSigner(e, identity, agentSigners)
+	if err != nil {
+		closeAgent()
+		return nil, nil, err
+	}
+	if cert != nil {
+		signers = append(signers, cert)
+	}
+	if identity != nil {
+		signers = append(signers, identity)
 	}
 	var methods []ssh.AuthMethod
 	if len(signers) > 0 || agentSigners != nil {

@@ -16,7 +16,7 @@ import (
 
 // endpoint is one SSH login: where and with which credentials.
 type endpoint struct {
-	Addr, User, IdentityFile, PasswordEnv, PassphraseEnv string
+	Addr, User, IdentityFile, CertificateFile, PasswordEnv, PassphraseEnv string
 }
 
 func (e endpoint) String() string { return e.User + "@" + e.Addr }
@@ -30,10 +30,10 @@ type poolKey struct {
 
 func keyFor(h inventory.Host) poolKey {
 	k := poolKey{target: endpoint{Addr: h.DialAddress(), User: h.User, IdentityFile: h.IdentityFile,
-		PasswordEnv: h.PasswordEnv, PassphraseEnv: h.PassphraseEnv}}
+		CertificateFile: h.CertificateFile, PasswordEnv: h.PasswordEnv, PassphraseEnv: h.PassphraseEnv}}
 	if b := h.Bastion; b != nil {
 		k.bastion = endpoint{Addr: b.Address, User: b.User, IdentityFile: b.IdentityFile,
-			PasswordEnv: b.PasswordEnv, PassphraseEnv: b.PassphraseEnv}
+			CertificateFile: b.CertificateFile, PasswordEnv: b.PasswordEnv, PassphraseEnv: b.PassphraseEnv}
 	}
 	return k
 }

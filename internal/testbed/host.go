@@ -110,7 +110,7 @@ func (h *Host) writeHostKey() error {
 		return err
 	}
 	h.pub = pub
-	return nil
+	return h.signHostKeyLocked()
 }
 
 func (h *Host) sshdConfig() string {
@@ -148,6 +148,7 @@ func (h *Host) sshdConfig() string {
 	w("UseDNS", "no")
 	w("X11Forwarding", "no")
 	w("Subsystem", "sftp", sftp)
+	h.certConfig(w)
 	// No AcceptEnv: clients cannot push environment variables.
 	return b.String()
 }
@@ -354,24 +355,39 @@ func (h *Host) DropSessions() (int, error) {
 	return n, nil
 }
 
-// RotateHostKey gives the host a new host key and restarts sshd (SIGHUP
-// re-execs it in place, keeping the pid, the mount namespace and processes
-// on the host). known_hosts is deliberately left alone, so clients see a
-// changed host key.
+// RotateHostKey gives the host a new host key (and certificate, on a bed
+// with Certificates) and restarts sshd (SIGHUP re-execs it in place,
+// keeping the pid, the mount namespace and processes on the host).
+// known_hosts is deliberately left alone, so clients see a changed host key.
 func (h *Host) RotateHostKey() error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	if err := h.reloadableLocked(); err != nil {
+		return err
+	}
+	if err := h.writeHostKey(); err != nil {
+		return err
+	}
+	return h.reloadLocked()
+}
+
+// reloadableLocked refuses to change what sshd serves on a host that could
+// not be restarted to serve it.
+func (h *Host) reloadableLocked() error {
 	if h.closed {
 		return fmt.Errorf("host %s: bed is closed", h.IP)
 	}
 	if h.paused {
 		return fmt.Errorf("host %s: paused; resume it first", h.IP)
 	}
-	if err := h.writeHostKey(); err != nil {
-		return err
-	}
+	return nil
+}
+
+// reloadLocked restarts a running sshd so it serves the key and
+// certificate now on disk; a stopped one reads them at its next Start.
+func (h *Host) reloadLocked() error {
 	if h.cmd == nil {
-		return nil // picked up by the next Start
+		return nil
 	}
 	// The pid file is rewritten only after the re-exec'd sshd has bound
 	// again, so its reappearance means the new key is served.

@@ -48,6 +48,12 @@ type Options struct {
 	// on hardened hosts). Setting a password for an account is up to the
 	// caller; root stays key-only because of PermitRootLogin prohibit-password.
 	PasswordAuth bool
+	// Certificates gives the bed a host CA and a user CA: each host serves
+	// a certificate of its key signed by the host CA for its IP
+	// (HostCertificate) and accepts user certificates signed by the user CA
+	// (TrustedUserCAKeys) unless their key is revoked (RevokedKeys, see
+	// RevokeKey). Signing is done with ssh-keygen -s.
+	Certificates bool
 }
 
 // Bed is a set of running hosts plus the client-side files to reach them.
@@ -61,6 +67,7 @@ type Bed struct {
 	opts           Options
 	authorizedKeys string
 	ownDir         bool
+	ca             *certAuthorities // nil without Options.Certificates
 
 	closeOnce sync.Once
 	closeErr  error
@@ -68,7 +75,7 @@ type Bed struct {
 
 // tools are resolved once; a missing one is reported with the package to install.
 type toolPaths struct {
-	unshare, nsenter, mount, sudo, useradd, usermod, cat string
+	unshare, nsenter, mount, sudo, useradd, usermod, cat, keygen string
 }
 
 var (
@@ -114,6 +121,7 @@ func checkPrereqs() error {
 			useradd: get("useradd", "passwd"),
 			usermod: get("usermod", "passwd"),
 			cat:     get("cat", "coreutils"),
+			keygen:  get("ssh-keygen", "openssh-client"),
 		}
 		toolsErr = errors.Join(errs...)
 	})
@@ -207,6 +215,12 @@ func Start(opts Options) (_ *Bed, err error) {
 	}
 	if err := writeFileAtomic(b.authorizedKeys, []byte(authLine), 0o644); err != nil {
 		return nil, fmt.Errorf("testbed: %w", err)
+	}
+
+	if opts.Certificates {
+		if err := b.makeCertAuthorities(); err != nil {
+			return nil, fmt.Errorf("testbed: certificate authorities: %w", err)
+		}
 	}
 
 	// Claim addresses one by one (cheap), then start sshd concurrently.
