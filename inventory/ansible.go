@@ -44,6 +44,9 @@ func parseAnsible(data []byte, where string, cloud int) ([]entry, []string, erro
 	if err := json.Unmarshal(data, &doc); err != nil {
 		return nil, nil, fmt.Errorf("not the JSON of ansible-inventory --list: %w", err)
 	}
+	if _, ok := doc["all"]; !ok {
+		return nil, nil, fmt.Errorf("all: missing; not the JSON of ansible-inventory --list")
+	}
 	var meta struct {
 		HostVars map[string]map[string]any `json:"hostvars"`
 	}
@@ -65,9 +68,6 @@ func parseAnsible(data []byte, where string, cloud int) ([]entry, []string, erro
 			return nil, nil, fmt.Errorf("%s.vars: group variables are not merged into hosts; run ansible-inventory --list without --export", name)
 		}
 		groups[name] = g
-	}
-	if _, ok := groups["all"]; !ok {
-		return nil, nil, fmt.Errorf("all: missing; not the JSON of ansible-inventory --list")
 	}
 	order, memberOf := walkAnsible(groups)
 	ignored := map[string]bool{}

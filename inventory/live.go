@@ -80,19 +80,25 @@ func (l *Live) logWarnings(w []string) {
 	}
 }
 
-// Watch reloads on changes to the inventory's files until ctx ends. It
-// watches their directories, so a file replaced by a rename (an editor, a
-// generator writing a temporary file first, a Kubernetes ConfigMap) is
-// seen. Where the system cannot watch, it logs so, and Reload still works.
+// Watch reloads on changes to the inventory's files until ctx ends; it
+// returns once watching. It watches their directories, so a file replaced
+// by a rename (an editor, a generator writing a temporary file first, a
+// Kubernetes ConfigMap) is seen. Where the system cannot watch, it logs
+// so, and Reload still works.
 func (l *Live) Watch(ctx context.Context) {
 	w, err := fsnotify.NewWatcher()
 	if err != nil {
 		l.logger.Warn("inventory: cannot watch for changes; reload with SIGHUP", "file", l.path, "err", err)
 		return
 	}
-	defer w.Close()
 	watched := map[string]bool{}
 	files := l.watch(w, watched)
+	go l.follow(ctx, w, watched, files)
+}
+
+// follow reloads a quiet ReloadDelay after the last event on files.
+func (l *Live) follow(ctx context.Context, w *fsnotify.Watcher, watched, files map[string]bool) {
+	defer w.Close()
 	timer := time.NewTimer(time.Hour)
 	timer.Stop()
 	defer timer.Stop()

@@ -83,7 +83,7 @@ func runEnsure(cmd *cobra.Command, f ensureFlags) error {
 		return err
 	}
 	defer c.Close()
-	eng := &workflows.Engine{Client: c, TaskQueue: cfg.TaskQueue}
+	eng := &workflows.Engine{Client: c, TaskQueue: cfg.TaskQueue, Inventory: inv}
 	seen, err := runEnsureTask(ctx, eng, status)
 	if err != nil {
 		return err

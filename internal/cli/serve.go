@@ -97,7 +97,7 @@ func serveUntilSignal(cmd *cobra.Command, srv *http.Server, ln net.Listener, liv
 	ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	if live != nil {
-		go live.Watch(ctx)
+		live.Watch(ctx)
 		reloadOnHangup(ctx, live)
 	}
 	go func() {

@@ -153,7 +153,7 @@ func StartWorker(cfg config.Config, logger *slog.Logger) (*Worker, error) {
 	}
 	watchCtx, stopWatch := context.WithCancel(context.Background())
 	wk.stopWatch = stopWatch
-	go live.Watch(watchCtx)
+	live.Watch(watchCtx)
 	return wk, nil
 }
 
