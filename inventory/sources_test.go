@@ -105,7 +105,7 @@ func TestAnsibleOutputIsCurrent(t *testing.T) {
 	if err != nil {
 		t.Skip("ansible-inventory is not installed (apt-get install ansible-core); the committed output is used")
 	}
-	for _, src := range []string{"hosts.ini", "hosts.yaml"} {
+	for _, src := range []string{"hosts.ini", "hosts.yaml", "e2e.ini"} {
 		cmd := exec.Command(bin, "-i", src, "--list")
 		cmd.Dir = "testdata/ansible"
 		cmd.Env = append(os.Environ(), "ANSIBLE_INVENTORY_UNPARSED_WARNING=False")
