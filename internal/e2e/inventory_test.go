@@ -286,3 +286,44 @@ func TestWorkerReloadsOnSIGHUP(t *testing.T) {
 		t.Fatalf("the worker is gone after SIGHUP: %v\n%s", err, readLog())
 	}
 }
+
+// TestServeFollowsInventory: `starter serve` maps agent ids with the
+// inventory as it is now: an agent id an edit gives a host names that host
+// at the next request, where it answered 9104 before.
+func TestServeFollowsInventory(t *testing.T) {
+	e := newEnv(t, 1)
+	h := e.bed.Hosts[0]
+	path := filepath.Join(t.TempDir(), "inventory.yaml")
+	e.editInventory(path, e.bed.KnownHostsPath, []*testbed.Host{h}, nil)
+	e.cfg.Inventory = path
+	e.startWorker()
+	srv := e.startServe(t, "inventory-secret-"+randomHex(t, 8))
+	agent := randomHex(t, 18)
+	statusCode := func() float64 {
+		t.Helper()
+		resp := srv.post(t, "/api/v2/proc/operate_proc_multi",
+			`{"proc_operate_req":[{"meta":{"namespace":"inv","name":"svc"},"agent_id_list":["`+agent+`"],"op_type":2}]}`)
+		task, _ := resp["data"].(map[string]any)["task_id"].(string)
+		if task == "" {
+			t.Fatalf("operate_proc_multi: %v", resp)
+		}
+		var code float64
+		waitFor(t, time.Minute, "task "+task, func() bool {
+			r, _ := srv.post(t, "/api/v2/proc/get_proc_operate_result_v2", `{"task_id":"`+task+`"}`)["data"].(map[string]any)[agent+":inv:svc"].(map[string]any)
+			code, _ = r["error_code"].(float64)
+			return r != nil && code != float64(proc.CodeRunning)
+		})
+		return code
+	}
+	if code := statusCode(); code != float64(proc.CodeUnknownHost) {
+		t.Fatalf("an agent id no host has: code %v, want 9104", code)
+	}
+	hosts := []map[string]any{{"ip": h.IP, "bk_cloud_id": 0, "agent_id": agent}}
+	e.editInventory(path, e.bed.KnownHostsPath, nil, map[string]any{"hosts": hosts})
+	waitFor(t, 20*time.Second, "the server's reload", func() bool {
+		return strings.Contains(srv.log(), `"msg":"inventory reloaded"`)
+	})
+	if code := statusCode(); code != float64(proc.CodeNotRegistered) {
+		t.Fatalf("the agent id the edit gave the host: code %v, want 9106 (nothing registered there)", code)
+	}
+}
