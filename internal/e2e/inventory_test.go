@@ -237,9 +237,12 @@ func TestInventorySourcesDriveOps(t *testing.T) {
 	e.noteHosts(path)
 	e.startWorker()
 
-	out, _, code := e.starter("", "hosts", "--hosts", "agent:020000000000000000000000000000cmdb7")
+	out, errOut, code := e.starter("", "hosts", "--hosts", "agent:020000000000000000000000000000cmdb7")
 	if code != 0 || !strings.Contains(out, h2.IP) {
 		t.Fatalf("the CMDB host by its agent id: exit %d\n%s", code, out)
+	}
+	if !strings.Contains(errOut, "warning: inventory: sources[0] (ansible ") || !strings.HasSuffix(strings.TrimSpace(errOut), "ignored variables ansible_python_interpreter") {
+		t.Fatalf("the ignored Ansible variable is not named: %q", errOut)
 	}
 	spec := filepath.Join(dir, "spec.yaml")
 	if err := os.WriteFile(spec, []byte(`identity: {proc_name: svc, setup_path: /data/src, pid_path: /data/src/svc.pid}
