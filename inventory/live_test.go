@@ -148,3 +148,24 @@ func TestLiveReload(t *testing.T) {
 		t.Fatalf("a refused inventory was swapped in: %v %s", err, names(inv.Hosts()))
 	}
 }
+
+// TestRelevantEvents: events on the watched files count, and so does the
+// swap of a Kubernetes ConfigMap's ..data link beside them; others in the
+// same directories do not.
+func TestRelevantEvents(t *testing.T) {
+	files := map[string]bool{"/etc/drover/inventory.yaml": true, "/srv/lists/cmdb.json": true}
+	for name, want := range map[string]bool{
+		"/etc/drover/inventory.yaml":     true,
+		"/etc/drover/./inventory.yaml":   true,
+		"/srv/lists/cmdb.json":           true,
+		"/etc/drover/..data":             true,
+		"/etc/drover/..data_tmp":         true,
+		"/etc/drover/known_hosts":        false,
+		"/etc/drover/inventory.yaml.new": false,
+		"/srv/other/..data":              false,
+	} {
+		if got := relevant(name, files); got != want {
+			t.Errorf("%s: %v, want %v", name, got, want)
+		}
+	}
+}
