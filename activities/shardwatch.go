@@ -91,6 +91,10 @@ type shardWorker struct {
 	// latest is the newest epoch of each shard seen here: an older one
 	// (a retry that raced its cancellation) never runs after it.
 	latest map[string]int
+	// removed holds the hosts whose removal from the inventory was
+	// reported to their host workflows: they are told once, not at every
+	// arm, while the shard waits for them to come back.
+	removed map[string]bool
 }
 
 type shardRun struct {
@@ -101,7 +105,8 @@ type shardRun struct {
 
 func (a *Activities) shardWorker() *shardWorker {
 	a.shardOnce.Do(func() {
-		a.shards = &shardWorker{hosts: map[string]*hostWatch{}, members: map[string][]string{}, running: map[string]*shardRun{}, latest: map[string]int{}}
+		a.shards = &shardWorker{hosts: map[string]*hostWatch{}, members: map[string][]string{}, running: map[string]*shardRun{},
+			latest: map[string]int{}, removed: map[string]bool{}}
 	})
 	return a.shards
 }
@@ -126,6 +131,7 @@ func (s *shardWorker) takeOver(ctx context.Context, in ShardWatchInput, cancel c
 	for _, h := range s.members[in.Shard] {
 		if !keep[h] {
 			delete(s.hosts, h)
+			delete(s.removed, h)
 		}
 	}
 	hosts := make([]string, 0, len(in.Members))
@@ -247,7 +253,6 @@ func (a *Activities) watchMember(ctx context.Context, sw *shardWorker, m ShardMe
 	if interval <= 0 {
 		interval = policies.DefaultPollInterval
 	}
-	host, known := a.Inventory.Lookup(hw.in.Target.HostID())
 	// A shard watch started again (its membership changed) polls a host
 	// it already knows when that host's poll is due, not at once: while
 	// hosts arm one after another, the shard starts again every few
@@ -257,23 +262,54 @@ func (a *Activities) watchMember(ctx context.Context, sw *shardWorker, m ShardMe
 	}
 	for !hw.reported {
 		hw.polled = time.Now()
-		var ev ShardEvents
-		switch {
-		case !known:
-			ev = ShardEvents{Gen: hw.gen, Failed: fmt.Sprintf("host %s is not in the inventory of the worker watching it", hw.in.Target.HostID())}
-		default:
-			ev = a.pollMember(ctx, hw, host, sem)
-		}
+		ev, gone := a.pollOrPause(ctx, sw, m.Host, hw, sem)
 		if len(ev.Events) > 0 || ev.Zone != nil || ev.Failed != "" {
 			// A host workflow that is gone needs nothing more either.
 			if _, err := a.Hosts.Report(ctx, m.Host, ev); err == nil {
 				hw.reported = true
+				sw.setRemoved(m.Host, gone)
 				return
 			}
 		}
 		if !sleepCtx(ctx, interval) {
 			return
 		}
+	}
+}
+
+// pollOrPause polls a member host that is in the inventory. One that is
+// not (it was removed by a reload) is not polled: its host workflow is told
+// once, through the failure path, and the host is looked up again each
+// interval until it is back. gone reports the removal in ev.
+func (a *Activities) pollOrPause(ctx context.Context, sw *shardWorker, member string, hw *hostWatch, sem chan struct{}) (ev ShardEvents, gone bool) {
+	id := hw.in.Target.HostID()
+	host, known := a.Inventory.Lookup(id)
+	switch {
+	case !known && sw.wasRemoved(member):
+		return ShardEvents{}, false
+	case !known:
+		return ShardEvents{Gen: hw.gen, Failed: fmt.Sprintf("host %s was removed from the inventory; its registry stays, and its supervision resumes when it is back", id)}, true
+	}
+	sw.setRemoved(member, false)
+	if hw.w == nil { // armed while the host was not in the inventory
+		hw.w = newWatcher(hw.in, platformFor(host))
+	}
+	return a.pollMember(ctx, hw, host, sem), false
+}
+
+func (s *shardWorker) wasRemoved(host string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.removed[host]
+}
+
+func (s *shardWorker) setRemoved(host string, removed bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if removed {
+		s.removed[host] = true
+	} else {
+		delete(s.removed, host)
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
 
 	"github.com/knadh/koanf/parsers/yaml"
 	"github.com/knadh/koanf/providers/file"
@@ -41,6 +42,9 @@ type Host struct {
 	Address string `koanf:"address" json:"address,omitempty"`
 	Port    int    `koanf:"port" json:"port,omitempty"`
 	User    string `koanf:"user" json:"user,omitempty"`
+	// Account runs the host's processes when a request names none; empty
+	// is root, GSE's default.
+	Account string `koanf:"account" json:"account,omitempty"`
 	// IdentityFile is a path to a private key; the key itself never enters drover's inputs.
 	IdentityFile string `koanf:"identity_file" json:"identity_file,omitempty"`
 	// CertificateFile is a path to the OpenSSH user certificate presented
@@ -100,19 +104,51 @@ type fileSchema struct {
 	Defaults   Host                  `koanf:"defaults"`
 	Clouds     map[string]cloudEntry `koanf:"clouds"`
 	Hosts      []Host                `koanf:"hosts"`
+	Sources    []Source              `koanf:"sources"`
 }
 
-// Inventory is the loaded, validated host list.
+// Inventory is the validated host list. It is safe for concurrent use, and
+// Replace swaps its contents whole: each reader's next call sees the new
+// list, and one call never mixes the two.
 type Inventory struct {
-	// KnownHosts is the known_hosts file every SSH host key is checked against.
-	KnownHosts string
+	cur atomic.Pointer[snapshot]
+}
+
+// snapshot is one loaded inventory; it is never changed once built.
+type snapshot struct {
+	knownHosts string
 	hosts      map[proc.HostID]Host
 	order      []proc.HostID
 	agents     map[string]proc.HostID
+	// files are the files it was read from: the inventory and its sources.
+	files    []string
+	warnings []string
 }
 
-// Load reads and validates an inventory file. Relative paths inside it are
-// resolved against the file's directory.
+var emptySnapshot = &snapshot{}
+
+func (inv *Inventory) view() *snapshot {
+	if s := inv.cur.Load(); s != nil {
+		return s
+	}
+	return emptySnapshot
+}
+
+// Replace makes inv answer as next does from now on.
+func (inv *Inventory) Replace(next *Inventory) { inv.cur.Store(next.view()) }
+
+// KnownHosts is the known_hosts file every SSH host key is checked against.
+func (inv *Inventory) KnownHosts() string { return inv.view().knownHosts }
+
+// Files are the files the inventory was read from, the inventory file first.
+func (inv *Inventory) Files() []string { return inv.view().files }
+
+// Warnings are what the load ignored, for the log: one line per source.
+func (inv *Inventory) Warnings() []string { return inv.view().warnings }
+
+// Load reads and validates an inventory file and the host lists it names
+// under sources. Relative paths inside it are resolved against the file's
+// directory. Every error names the file and the field.
 func Load(path string) (*Inventory, error) {
 	k := koanf.New(".")
 	if err := k.Load(file.Provider(path), yaml.Parser()); err != nil {
@@ -122,7 +158,48 @@ func Load(path string) (*Inventory, error) {
 	if err := k.UnmarshalWithConf("", &fs, koanf.UnmarshalConf{Tag: "koanf"}); err != nil {
 		return nil, fmt.Errorf("inventory %s: %w", path, err)
 	}
-	return build(fs, filepath.Dir(path))
+	dir := filepath.Dir(path)
+	entries := hostEntries(fs.Hosts)
+	files := []string{path}
+	var warnings []string
+	for i, src := range fs.Sources {
+		got, warn, srcPath, err := src.read(dir, i)
+		if err != nil {
+			return nil, fmt.Errorf("inventory %s: sources[%d]: %w", path, i, err)
+		}
+		entries = append(entries, got...)
+		files = append(files, srcPath)
+		if warn != "" {
+			warnings = append(warnings, warn)
+		}
+	}
+	s, err := build(fs, dir, entries)
+	if err != nil {
+		return nil, fmt.Errorf("inventory %s: %w", path, err)
+	}
+	s.files, s.warnings = files, warnings
+	return wrap(s), nil
+}
+
+func wrap(s *snapshot) *Inventory {
+	inv := &Inventory{}
+	inv.cur.Store(s)
+	return inv
+}
+
+// entry is one host to build, with where it came from for errors.
+type entry struct {
+	where string
+	host  Host
+}
+
+// hostEntries are the inventory file's own hosts.
+func hostEntries(hosts []Host) []entry {
+	out := make([]entry, len(hosts))
+	for i, h := range hosts {
+		out[i] = entry{fmt.Sprintf("hosts[%d]", i), h}
+	}
+	return out
 }
 
 // New builds an inventory from hosts in code, applying the same defaults and
@@ -133,17 +210,21 @@ func New(knownHosts string, defaults Host, clouds map[int]Bastion, hosts []Host)
 		fs.Clouds[strconv.Itoa(id)] = cloudEntry{Bastion: b.User + "@" + b.Address, IdentityFile: b.IdentityFile,
 			CertificateFile: b.CertificateFile, PasswordEnv: b.PasswordEnv, PassphraseEnv: b.PassphraseEnv}
 	}
-	return build(fs, ".")
+	s, err := build(fs, ".", hostEntries(hosts))
+	if err != nil {
+		return nil, err
+	}
+	return wrap(s), nil
 }
 
-func build(fs fileSchema, dir string) (*Inventory, error) {
+func build(fs fileSchema, dir string, entries []entry) (*snapshot, error) {
 	abs := func(p string) string {
 		if p == "" || filepath.IsAbs(p) || strings.HasPrefix(p, "~") {
 			return p
 		}
 		return filepath.Join(dir, p)
 	}
-	inv := &Inventory{KnownHosts: abs(fs.KnownHosts), hosts: map[proc.HostID]Host{}, agents: map[string]proc.HostID{}}
+	s := &snapshot{knownHosts: abs(fs.KnownHosts), hosts: map[proc.HostID]Host{}, agents: map[string]proc.HostID{}}
 	bastions := map[int]*Bastion{}
 	for id, c := range fs.Clouds {
 		cloud, err := strconv.Atoi(id)
@@ -161,37 +242,47 @@ func build(fs fileSchema, dir string) (*Inventory, error) {
 		}
 		bastions[cloud] = b
 	}
-	for i, h := range fs.Hosts {
-		h = withDefaults(h, fs.Defaults)
+	where := map[proc.HostID]string{}
+	for _, e := range entries {
+		h := withDefaults(e.host, fs.Defaults)
 		h.IdentityFile = abs(h.IdentityFile)
 		h.CertificateFile = abs(h.CertificateFile)
 		h.CAFile = abs(h.CAFile)
 		if err := validate(h); err != nil {
-			return nil, fmt.Errorf("hosts[%d]: %w", i, err)
+			return nil, fmt.Errorf("%s: %w", e.where, err)
 		}
-		if b, ok := bastions[h.CloudID]; ok {
-			bc := *b
+		// A host's own bastion (an Ansible ProxyJump) wins over its cloud
+		// area's; either logs in with the host's key unless it has one.
+		if b, ok := bastions[h.CloudID]; ok && h.Bastion == nil {
+			h.Bastion = b
+		}
+		if h.Bastion != nil {
+			bc := *h.Bastion
 			if bc.IdentityFile == "" {
 				bc.IdentityFile, bc.PassphraseEnv = h.IdentityFile, h.PassphraseEnv
 				if bc.CertificateFile == "" {
 					bc.CertificateFile = h.CertificateFile
 				}
 			}
+			if bc.User == "" {
+				bc.User = h.User
+			}
 			h.Bastion = &bc
 		}
-		if _, dup := inv.hosts[h.ID()]; dup {
-			return nil, fmt.Errorf("hosts[%d]: duplicate host bk_cloud_id=%d ip=%s", i, h.CloudID, h.IP)
+		if prev, dup := where[h.ID()]; dup {
+			return nil, fmt.Errorf("%s: duplicate host bk_cloud_id=%d ip=%s, also %s", e.where, h.CloudID, h.IP, prev)
 		}
+		where[h.ID()] = e.where
 		if h.AgentID != "" {
-			if prev, dup := inv.agents[h.AgentID]; dup {
-				return nil, fmt.Errorf("hosts[%d]: agent_id %q is already the id of host %s", i, h.AgentID, prev)
+			if prev, dup := s.agents[h.AgentID]; dup {
+				return nil, fmt.Errorf("%s: agent_id %q is already the id of host %s", e.where, h.AgentID, prev)
 			}
-			inv.agents[h.AgentID] = h.ID()
+			s.agents[h.AgentID] = h.ID()
 		}
-		inv.hosts[h.ID()] = h
-		inv.order = append(inv.order, h.ID())
+		s.hosts[h.ID()] = h
+		s.order = append(s.order, h.ID())
 	}
-	return inv, nil
+	return s, nil
 }
 
 func withDefaults(h, d Host) Host {
@@ -249,6 +340,9 @@ func withDefaults(h, d Host) Host {
 	if h.User == "" {
 		h.User = "root"
 	}
+	if h.Account == "" {
+		h.Account = d.Account
+	}
 	if len(h.Groups) == 0 {
 		h.Groups = d.Groups
 	}
@@ -274,6 +368,9 @@ func validate(h Host) error {
 	}
 	if err := validAgentID(h.AgentID); err != nil {
 		return fmt.Errorf("agent_id %q: %w", h.AgentID, err)
+	}
+	if err := proc.CheckAccount(h.Account); err != nil {
+		return fmt.Errorf("account: %w", err)
 	}
 	if h.CloudID < 0 {
 		return fmt.Errorf("bk_cloud_id %d: must be >= 0", h.CloudID)
@@ -339,18 +436,21 @@ func parseBastion(s string) (*Bastion, error) {
 
 // Lookup finds a host by identity.
 func (inv *Inventory) Lookup(id proc.HostID) (Host, bool) {
-	h, ok := inv.hosts[id]
+	h, ok := inv.view().hosts[id]
 	return h, ok
 }
 
 // ByAgentID finds a host by its GSE agent id: the inventory's agent_id, or
 // the "<bk_cloud_id>:<ip>" form GSE 2.0 gives hosts without one.
-func (inv *Inventory) ByAgentID(agentID string) (Host, bool) {
-	if id, ok := inv.agents[agentID]; ok {
-		return inv.hosts[id], true
+func (inv *Inventory) ByAgentID(agentID string) (Host, bool) { return inv.view().byAgentID(agentID) }
+
+func (s *snapshot) byAgentID(agentID string) (Host, bool) {
+	if id, ok := s.agents[agentID]; ok {
+		return s.hosts[id], true
 	}
 	if id, ok := proc.ParseCloudIP(agentID); ok {
-		return inv.Lookup(id)
+		h, ok := s.hosts[id]
+		return h, ok
 	}
 	return Host{}, false
 }
@@ -370,11 +470,13 @@ func validAgentID(id string) error {
 	return nil
 }
 
-// Hosts returns every host in file order.
-func (inv *Inventory) Hosts() []Host {
-	out := make([]Host, 0, len(inv.order))
-	for _, id := range inv.order {
-		out = append(out, inv.hosts[id])
+// Hosts returns every host in file order, then each source's in its order.
+func (inv *Inventory) Hosts() []Host { return inv.view().list() }
+
+func (s *snapshot) list() []Host {
+	out := make([]Host, 0, len(s.order))
+	for _, id := range s.order {
+		out = append(out, s.hosts[id])
 	}
 	return out
 }

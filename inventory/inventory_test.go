@@ -40,8 +40,8 @@ func TestLoadAppliesDefaultsAndClouds(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if inv.KnownHosts != filepath.Join(dir, "known_hosts") {
-		t.Fatalf("relative known_hosts must resolve against the file: %s", inv.KnownHosts)
+	if inv.KnownHosts() != filepath.Join(dir, "known_hosts") {
+		t.Fatalf("relative known_hosts must resolve against the file: %s", inv.KnownHosts())
 	}
 	h, ok := inv.Lookup(proc.HostID{IP: "10.0.0.1"})
 	if !ok || h.User != "deploy" || h.Port != 22 || h.Transport != TransportSSH || h.IdentityFile != filepath.Join(dir, "keys/id") ||

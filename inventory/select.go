@@ -17,13 +17,14 @@ import (
 // they type `--limit web`. A word that names more than one of those is
 // refused rather than guessed. Hosts come back in inventory order, each once.
 func (inv *Inventory) Select(selector string) ([]Host, error) {
+	s := inv.view()
 	want := map[proc.HostID]bool{}
 	for _, term := range strings.Split(selector, ",") {
 		term = strings.TrimSpace(term)
 		if term == "" {
 			continue
 		}
-		ids, err := inv.selectTerm(term)
+		ids, err := s.selectTerm(term)
 		if err != nil {
 			return nil, fmt.Errorf("hosts %q: %w", selector, err)
 		}
@@ -32,7 +33,7 @@ func (inv *Inventory) Select(selector string) ([]Host, error) {
 		}
 	}
 	var out []Host
-	for _, h := range inv.Hosts() {
+	for _, h := range s.list() {
 		if want[h.ID()] {
 			out = append(out, h)
 		}
@@ -42,7 +43,7 @@ func (inv *Inventory) Select(selector string) ([]Host, error) {
 
 // selectTerm resolves one term to the hosts it picks; picking none is an
 // error that names the term.
-func (inv *Inventory) selectTerm(term string) ([]proc.HostID, error) {
+func (inv *snapshot) selectTerm(term string) ([]proc.HostID, error) {
 	var ids []proc.HostID
 	switch {
 	case term == "all":
@@ -53,7 +54,7 @@ func (inv *Inventory) selectTerm(term string) ([]proc.HostID, error) {
 		k, v, _ := strings.Cut(strings.TrimPrefix(term, "label:"), "=")
 		ids = inv.matching(func(h Host) bool { return h.Labels[k] == v })
 	case strings.HasPrefix(term, "agent:"):
-		if h, ok := inv.ByAgentID(strings.TrimPrefix(term, "agent:")); ok {
+		if h, ok := inv.byAgentID(strings.TrimPrefix(term, "agent:")); ok {
 			ids = []proc.HostID{h.ID()}
 		}
 	case isCloudIP(term):
@@ -69,7 +70,7 @@ func (inv *Inventory) selectTerm(term string) ([]proc.HostID, error) {
 }
 
 // selectWord resolves a bare word as a group name, an ip or an agent id.
-func (inv *Inventory) selectWord(word string) ([]proc.HostID, error) {
+func (inv *snapshot) selectWord(word string) ([]proc.HostID, error) {
 	type meaning struct {
 		what string
 		ids  []proc.HostID
@@ -103,7 +104,7 @@ func (inv *Inventory) selectWord(word string) ([]proc.HostID, error) {
 		word, strings.Join(parts, " and "), word, word)
 }
 
-func (inv *Inventory) inGroup(g string) []proc.HostID {
+func (inv *snapshot) inGroup(g string) []proc.HostID {
 	return inv.matching(func(h Host) bool {
 		for _, hg := range h.Groups {
 			if hg == g {
@@ -114,7 +115,7 @@ func (inv *Inventory) inGroup(g string) []proc.HostID {
 	})
 }
 
-func (inv *Inventory) matching(keep func(Host) bool) []proc.HostID {
+func (inv *snapshot) matching(keep func(Host) bool) []proc.HostID {
 	var out []proc.HostID
 	for _, id := range inv.order {
 		if keep(inv.hosts[id]) {
@@ -137,7 +138,7 @@ func isCloudIP(term string) bool {
 // Groups lists every group name in the inventory, sorted.
 func (inv *Inventory) Groups() []string {
 	seen := map[string]bool{}
-	for _, h := range inv.hosts {
+	for _, h := range inv.view().hosts {
 		for _, g := range h.Groups {
 			seen[g] = true
 		}

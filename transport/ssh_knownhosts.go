@@ -332,6 +332,7 @@ func algorithmsFor(keyType string) []string {
 
 // explain turns a host key refusal into the message an operator needs.
 func (h *hostKeys) explain(addr string, err error) error {
+	path := h.file()
 	var ke *knownhosts.KeyError
 	var revoked *knownhosts.RevokedError
 	var r *hostKeyRefusal
@@ -339,9 +340,9 @@ func (h *hostKeys) explain(addr string, err error) error {
 	case errors.As(err, &r):
 		return r
 	case errors.As(err, &ke) && len(ke.Want) == 0:
-		return fmt.Errorf("host key unknown: %s not in %s: %w", addr, h.path, err)
+		return fmt.Errorf("host key unknown: %s not in %s: %w", addr, path, err)
 	case errors.As(err, &ke):
-		return fmt.Errorf("host key changed for %s (%s has %s): possible MITM, refusing to connect: %w", addr, h.path, ke.Want[0].String(), err)
+		return fmt.Errorf("host key changed for %s (%s has %s): possible MITM, refusing to connect: %w", addr, path, ke.Want[0].String(), err)
 	case errors.As(err, &revoked):
 		return fmt.Errorf("host key of %s is revoked in %s: %w", addr, revoked.Revoked.Filename, err)
 	}

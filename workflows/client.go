@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -199,7 +200,7 @@ func (e *Engine) Start(ctx context.Context, t *gseapi.Task) (string, error) {
 	if e.Now != nil {
 		now = e.Now
 	}
-	in := OperateInput{TaskID: gseapi.NewTaskID(now()), Op: t.Op, Items: t.Items, Manage: t.Manage, Files: t.Files}
+	in := OperateInput{TaskID: gseapi.NewTaskID(now()), Op: t.Op, Items: e.withAccounts(t.Items), Manage: t.Manage, Files: t.Files}
 	if err := startOperate(ctx, e.Client, e.TaskQueue, in, TaskMemo(t)); err != nil {
 		return "", fmt.Errorf("%w: %v", gseapi.ErrUnavailable, err)
 	}
@@ -258,6 +259,35 @@ func (e *Engine) AgentHost(agentID string) (proc.Target, bool) {
 		return proc.Target{}, false
 	}
 	return proc.Target{CloudID: h.CloudID, SupplierID: h.SupplierID, IP: h.IP}, true
+}
+
+// withAccounts gives each inline spec that names no account its host's
+// account from the inventory (an Ansible host's ansible_become_user), so
+// the registry records who runs the process. Specs are copied, not edited.
+func (e *Engine) withAccounts(items []proc.Item) []proc.Item {
+	if e.Inventory == nil {
+		return items
+	}
+	var out []proc.Item
+	for i, it := range items {
+		if it.Spec == nil || it.Spec.Account != "" {
+			continue
+		}
+		h, ok := e.Inventory.Lookup(it.Target.HostID())
+		if !ok || h.Account == "" {
+			continue
+		}
+		if out == nil {
+			out = slices.Clone(items)
+		}
+		spec := *it.Spec
+		spec.Account = h.Account
+		out[i].Spec = &spec
+	}
+	if out == nil {
+		return items
+	}
+	return out
 }
 
 // HostAgent returns the inventory's agent id of a host, "" without one.

@@ -26,7 +26,7 @@ func (e *Engine) StartRollout(ctx context.Context, t *gseapi.Task, r policies.Ro
 	if e.Now != nil {
 		now = e.Now
 	}
-	in := RolloutInput{OperateInput: OperateInput{TaskID: gseapi.NewTaskID(now()), Op: t.Op, Items: t.Items, Manage: t.Manage}, Rollout: r}
+	in := RolloutInput{OperateInput: OperateInput{TaskID: gseapi.NewTaskID(now()), Op: t.Op, Items: e.withAccounts(t.Items), Manage: t.Manage}, Rollout: r}
 	opts := client.StartWorkflowOptions{
 		ID: in.TaskID, TaskQueue: e.TaskQueue, Memo: TaskMemo(t),
 		WorkflowIDReusePolicy: enums.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,

@@ -51,7 +51,7 @@ func newCodecServerCommand() *cobra.Command {
 			srv := &http.Server{Handler: codec.Handler(cd, opts), ReadHeaderTimeout: 10 * time.Second,
 				ReadTimeout: time.Minute, WriteTimeout: time.Minute}
 			cfg.Logger().Info("serving the payload codec", "listen", ln.Addr().String(), "key_id", cd.KeyID())
-			return serveUntilSignal(cmd, srv, ln)
+			return serveUntilSignal(cmd, srv, ln, nil)
 		},
 	}
 	cmd.Flags().StringVar(&listen, "listen", "127.0.0.1:8234", "address to listen on")

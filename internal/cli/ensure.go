@@ -83,7 +83,7 @@ func runEnsure(cmd *cobra.Command, f ensureFlags) error {
 		return err
 	}
 	defer c.Close()
-	eng := engine(c, cfg, nil)
+	eng := engine(c, cfg, inv)
 	seen, err := runEnsureTask(ctx, eng, status)
 	if err != nil {
 		return err

@@ -35,6 +35,11 @@ func newHostsCommand() *cobra.Command {
 			if err != nil {
 				return &ExitError{Code: ExitBadRequest, Err: err}
 			}
+			// What a source's format has and drover does not read is said
+			// here too, where an operator checks an inventory.
+			for _, w := range inv.Warnings() {
+				fmt.Fprintln(cmd.ErrOrStderr(), "warning: inventory:", w)
+			}
 			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
 			fmt.Fprintln(tw, "CLOUD\tIP\tAGENT_ID\tADDRESS\tUSER\tTRANSPORT\tGROUPS\tLABELS\tBASTION")
 			for _, h := range hosts {

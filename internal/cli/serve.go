@@ -14,6 +14,7 @@ import (
 
 	"github.com/drover-sh/drover/gseapi"
 	"github.com/drover-sh/drover/internal/config"
+	"github.com/drover-sh/drover/inventory"
 )
 
 func newServeCommand() *cobra.Command {
@@ -42,7 +43,11 @@ func newServeCommand() *cobra.Command {
 			if err != nil {
 				return &ExitError{Code: ExitBadRequest, Err: err}
 			}
+			if inv == nil {
+				inv = &inventory.Inventory{} // filled if the file appears
+			}
 			logger := cfg.Logger()
+			live := inventory.NewLive(cfg.Inventory, inv, logger, nil)
 			c, err := Dial(cfg, logger)
 			if err != nil {
 				return &ExitError{Code: ExitUnavailable, Err: err}
@@ -56,7 +61,7 @@ func newServeCommand() *cobra.Command {
 			srv := &http.Server{Handler: g.Handler(), ReadHeaderTimeout: 10 * time.Second, ReadTimeout: time.Minute,
 				WriteTimeout: timeout + 30*time.Second, IdleTimeout: 2 * time.Minute}
 			logger.Info("serving the GSE APIs", "listen", ln.Addr().String(), "apps", len(apps))
-			return serveUntilSignal(cmd, srv, ln)
+			return serveUntilSignal(cmd, srv, ln, live)
 		},
 	}
 	cmd.Flags().StringVar(&listen, "listen", "127.0.0.1:8080", "address to listen on")
@@ -85,10 +90,15 @@ func resolveApps(cfgs []config.AppConfig) ([]gseapi.App, error) {
 }
 
 // serveUntilSignal prints the bound address (tests and scripts read it) and
-// serves until SIGINT or SIGTERM, then shuts down gracefully.
-func serveUntilSignal(cmd *cobra.Command, srv *http.Server, ln net.Listener) error {
+// serves until SIGINT or SIGTERM, then shuts down gracefully. Meanwhile an
+// inventory, when given, is reloaded when its file changes, or on SIGHUP.
+func serveUntilSignal(cmd *cobra.Command, srv *http.Server, ln net.Listener, live *inventory.Live) error {
 	ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
+	if live != nil {
+		live.Watch(ctx)
+		reloadOnHangup(ctx, live)
+	}
 	go func() {
 		<-ctx.Done()
 		sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)

@@ -77,7 +77,11 @@ type Worker struct {
 	Metrics *metrics.Metrics
 	// MetricsAddr is where /metrics is served; empty when it is not.
 	MetricsAddr string
-	w           worker.Worker
+	// Inventory is the worker's, kept current with its file.
+	Inventory *inventory.Inventory
+	live      *inventory.Live
+	stopWatch context.CancelFunc
+	w         worker.Worker
 	// watches serves supervision's watch queue with its own slots.
 	watches     worker.Worker
 	stopMetrics context.CancelFunc
@@ -90,15 +94,20 @@ func StartWorker(cfg config.Config, logger *slog.Logger) (*Worker, error) {
 	if err != nil {
 		return nil, err
 	}
-	ssh, err := transport.NewSSH(transport.SSHOptions{KnownHostsPath: inv.KnownHosts,
+	ssh, err := transport.NewSSH(transport.SSHOptions{KnownHostsPath: inv.KnownHosts(),
 		MaxSessionsPerHost: cfg.MaxSessionsPerHost, MaxPooled: cfg.MaxPooledConnections,
 		IdleTimeout: cfg.IdleConnectionTimeout, MaxDials: cfg.MaxConcurrentDials,
 		TrustOnFirstUse: cfg.SSHTOFU, OnTrust: func(addr, fingerprint string) {
-			logger.Warn("host key trusted on first use", "host", addr, "key", fingerprint, "known_hosts", inv.KnownHosts)
+			logger.Warn("host key trusted on first use", "host", addr, "key", fingerprint, "known_hosts", inv.KnownHosts())
 		}})
 	if err != nil {
 		return nil, err
 	}
+	// Activities, the dispatcher and supervision read inv at each lookup:
+	// a reload reaches them all at once.
+	live := inventory.NewLive(cfg.Inventory, inv, logger, func(next *inventory.Inventory) error {
+		return ssh.UseKnownHosts(next.KnownHosts())
+	})
 	m := metrics.New(ssh.Stats)
 	c, err := dialWithMetrics(cfg, logger, m.SDK)
 	if err != nil {
@@ -133,7 +142,8 @@ func StartWorker(cfg config.Config, logger *slog.Logger) (*Worker, error) {
 	watches := worker.New(c, cfg.WatchQueue(), worker.Options{MaxConcurrentActivityExecutionSize: cfg.MaxConcurrentWatches,
 		DisableWorkflowWorker: true, WorkerStopTimeout: watchStopTimeout, MaxConcurrentActivityTaskPollers: 1})
 	workflows.RegisterWatch(watches, acts)
-	wk := &Worker{Client: c, SSH: ssh, WinRM: winrm, Metrics: m, w: w, watches: watches, stopMetrics: func() {}}
+	wk := &Worker{Client: c, SSH: ssh, WinRM: winrm, Metrics: m, Inventory: inv, live: live,
+		w: w, watches: watches, stopMetrics: func() {}}
 	if cfg.MetricsListen != "" {
 		ln, err := net.Listen("tcp", cfg.MetricsListen)
 		if err != nil {
@@ -162,8 +172,15 @@ func StartWorker(cfg config.Config, logger *slog.Logger) (*Worker, error) {
 		_ = ssh.Close()
 		return nil, err
 	}
+	watchCtx, stopWatch := context.WithCancel(context.Background())
+	wk.stopWatch = stopWatch
+	live.Watch(watchCtx)
 	return wk, nil
 }
+
+// Reload reads the inventory again, as SIGHUP asks; on an error the last
+// good one stays in use.
+func (w *Worker) Reload() error { return w.live.Reload() }
 
 // watchStopTimeout bounds how long a stopping worker waits for its watches
 // to hand themselves back: a poll in progress ends first.
@@ -178,6 +195,7 @@ func (w *Worker) Stop() {
 		// to this one on its way out.
 		w.w.Stop()
 		w.watches.Stop()
+		w.stopWatch()
 		w.stopMetrics()
 		_ = w.SSH.Close()
 		_ = w.WinRM.Close()
@@ -194,6 +212,7 @@ func RunWorker(ctx context.Context, cfg config.Config, logger *slog.Logger) erro
 	}
 	logger.Info("worker started", "temporal", cfg.TemporalAddress, "namespace", cfg.TemporalNamespace,
 		"task_queue", cfg.TaskQueue, "watch_task_queue", cfg.WatchQueue(), "inventory", cfg.Inventory, "metrics", w.MetricsAddr)
+	reloadOnHangup(ctx, w.live)
 	<-ctx.Done()
 	logger.Info("worker stopping: no new work is taken; running host ops finish first")
 	w.Stop()

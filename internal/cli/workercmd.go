@@ -11,7 +11,8 @@ import (
 	"github.com/drover-sh/drover/internal/config"
 )
 
-// NewWorker builds the worker command: it runs until SIGINT or SIGTERM.
+// NewWorker builds the worker command: it runs until SIGINT or SIGTERM,
+// and reloads its inventory on SIGHUP.
 // Its flags are the shared ones plus the settings only a worker acts on.
 func NewWorker() *cobra.Command {
 	cmd := &cobra.Command{

@@ -122,8 +122,8 @@ func TestInventoryLoads(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !filepath.IsAbs(b.InventoryPath) || inv.KnownHosts != b.KnownHostsPath {
-		t.Errorf("paths: inventory %q, known_hosts %q want %q", b.InventoryPath, inv.KnownHosts, b.KnownHostsPath)
+	if !filepath.IsAbs(b.InventoryPath) || inv.KnownHosts() != b.KnownHostsPath {
+		t.Errorf("paths: inventory %q, known_hosts %q want %q", b.InventoryPath, inv.KnownHosts(), b.KnownHostsPath)
 	}
 	hosts := inv.Hosts()
 	if len(hosts) != 4 {
