@@ -26,13 +26,13 @@ func TestControlWaitsForTheCommandALostAttemptLeft(t *testing.T) {
 	t.Cleanup(func() { _ = os.WriteFile(dir+"/go", nil, 0o644) })
 	gate := "while [ ! -e " + dir + "/go ]; do sleep 0.1; done; echo first >> " + dir + "/ran"
 	go func() {
-		_, _ = localRunner{}.Run(context.Background(), inventory.Host{}, transport.Command{Script: controlScriptNoting(dir, gate, time.Minute, pidFile)})
+		_, _ = localRunner{}.Run(context.Background(), inventory.Host{}, transport.Command{Script: controlScriptNoting(dir, gate, time.Minute, &noting{files: opFilesOf(request), attempt: 1})})
 	}()
 	waitFile(t, pidFile)
 
 	again := make(chan transport.Result, 1)
 	go func() {
-		script := controlScriptNoting(dir, "echo second >> "+dir+"/ran", time.Minute, pidFile, controlPidFile(request, 1), controlPidFile(request, 2))
+		script := controlScriptNoting(dir, "echo second >> "+dir+"/ran", time.Minute, &noting{files: opFilesOf(request), attempt: 1, upto: 2})
 		res, _ := localRunner{}.Run(context.Background(), inventory.Host{}, transport.Command{Script: script})
 		again <- res
 	}()
@@ -114,5 +114,30 @@ func waitFile(t *testing.T, path string) {
 			t.Fatalf("%s never written", path)
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestCommandStartedAfterItsCancelEndsItself: a cancel that reached the
+// host before the op's command was noted (its script was still on its way)
+// found nothing to end; the command, once started and noted, ends itself.
+func TestCommandStartedAfterItsCancelEndsItself(t *testing.T) {
+	dir := t.TempDir()
+	request := fmt.Sprintf("T%d#0", time.Now().UnixNano())
+	files := opFilesOf(request)
+	t.Cleanup(func() { _ = os.Remove(files.cancelled()); _ = os.WriteFile(dir+"/go", nil, 0o644) })
+	runLocal(t, endScript(files, 1))
+	done := make(chan transport.Result, 1)
+	go func() {
+		script := controlScriptNoting(dir, "while [ ! -e "+dir+"/go ]; do sleep 0.1; done", time.Minute, &noting{files: files, attempt: 1})
+		res, _ := localRunner{}.Run(context.Background(), inventory.Host{}, transport.Command{Script: script})
+		done <- res
+	}()
+	select {
+	case res := <-done:
+		if o, complete := parseControl(string(res.Stdout)); !complete || o.RC != 137 {
+			t.Fatalf("the command started after the cancel: %+v, want it killed (rc 137)", o)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the command started after its op's cancel still runs")
 	}
 }

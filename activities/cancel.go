@@ -28,38 +28,14 @@ import (
 // endTimeout bounds the command that ends a cancelled op's command.
 const endTimeout = 10 * time.Second
 
-// controlPidFile names the file a request's control command notes its
-// process group in: one per request and attempt, under /tmp, where every
-// account may write.
-func controlPidFile(requestID string, attempt int32) string {
-	sum := sha256.Sum256([]byte(requestID))
-	return fmt.Sprintf("/tmp/drover-ctl-%s-%d.pid", hex.EncodeToString(sum[:8]), attempt)
-}
-
-// endScript kills the process group noted in pidFile. Only a file the
-// account owns is read, so another user cannot name a pid for it to kill.
-func endScript(pidFile string) string {
-	f := transport.ShellQuote(pidFile)
-	return fmt.Sprintf(`[ -O %[1]s ] || exit 0
-p=$(cat %[1]s); rm -f %[1]s
-case "$p" in ''|*[!0-9]*) exit 0;; esac
-[ "$p" -gt 1 ] && { kill -KILL -"$p" 2>/dev/null || kill -KILL "$p" 2>/dev/null; }
-exit 0
-`, f)
-}
-
 // notedControl is the control script of cmd, noting its process group when
 // the op can be cancelled (a task's op on a Linux host), and the file.
 func (r *opRun) notedControl(cmd string) (script, pidFile string) {
 	if _, linux := r.plat.(linuxPlatform); !linux || r.in.RequestID == "" || !activity.IsActivity(r.ctx) {
 		return r.mark(r.plat.controlScript(r.spec, cmd)), ""
 	}
-	pidFile = controlPidFile(r.in.RequestID, r.attempt())
-	notes := make([]string, 0, policies.OpAttempts)
-	for n := int32(1); n <= max(policies.OpAttempts, r.attempt()); n++ {
-		notes = append(notes, controlPidFile(r.in.RequestID, n))
-	}
-	return r.mark(controlScriptNoting(r.spec.SetupPath, cmd, r.spec.OpTimeout, pidFile, notes...)), pidFile
+	n := &noting{files: opFilesOf(r.in.RequestID), attempt: r.attempt(), upto: policies.OpAttempts}
+	return r.mark(controlScriptNoting(r.spec.SetupPath, cmd, r.spec.OpTimeout, n)), n.files.note(n.attempt)
 }
 
 // A task op that acts on a process first writes its request id to the
@@ -111,7 +87,7 @@ func (r *opRun) endIfCancelled(pidFile string) {
 		return // a deploy, not a cancel: the command finishes
 	default:
 	}
-	r.end(endScript(pidFile))
+	r.end(endScript(opFilesOf(r.in.RequestID), r.attempt()))
 }
 
 // end runs a script that ends noted commands, within endTimeout, also
@@ -123,16 +99,15 @@ func (r *opRun) end(script string) {
 }
 
 // endAttempts ends, in one short command, what the first EndAttempts
-// attempts of EndRequestID noted. Each file's end runs in a subshell of
-// its own, as endScript exits; a file already gone (its command finished,
-// or was ended by its own attempt) ends nothing.
+// attempts of EndRequestID noted; a file already gone (its command
+// finished, or was ended by its own attempt) ends nothing.
 func (r *opRun) endAttempts() {
 	if _, linux := r.plat.(linuxPlatform); !linux || r.in.EndAttempts < 1 || r.in.EndRequestID == "" {
 		return
 	}
-	var b strings.Builder
+	attempts := make([]int32, 0, r.in.EndAttempts)
 	for n := int32(1); n <= min(r.in.EndAttempts, policies.OpAttempts); n++ {
-		fmt.Fprintf(&b, "(\n%s)\n", endScript(controlPidFile(r.in.EndRequestID, n)))
+		attempts = append(attempts, n)
 	}
-	r.end(b.String())
+	r.end(endScript(opFilesOf(r.in.EndRequestID), attempts...))
 }

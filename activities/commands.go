@@ -23,48 +23,59 @@ const trailer = "__drover_rc__"
 // cannot be run at all, the trailer says why (setup=...) and the script
 // prints nothing else: the message is built from the spec, in Go.
 func controlScript(setupPath, cmd string, timeout time.Duration) string {
-	return controlScriptNoting(setupPath, cmd, timeout, "")
+	return controlScriptNoting(setupPath, cmd, timeout, nil)
 }
 
-// controlScriptNoting is controlScript that also writes the command's
-// process group id to pidFile while it runs (see endScript), when given.
-// Before it starts the command, it looks in notes (this op's attempts'
-// files, pidFile among them) for a command of this op still running: an
-// attempt lost with its worker, or with its workflow task, left it. It
-// then starts nothing, waits for that command as if it were its own (its
-// own watchdog went with the lost attempt), and reports it ended.
-func controlScriptNoting(setupPath, cmd string, timeout time.Duration, pidFile string, notes ...string) string {
-	note, unnote, adopt := "", "", ""
+// noting is how a task op's control script keeps its command findable on
+// the host (opfiles.go): it notes the command's process group in the
+// attempt's file, and first looks for a command of the same op still
+// running, in the files of attempts 1 to upto.
+type noting struct {
+	files   opFiles
+	attempt int32
+	upto    int32
+}
+
+// controlScriptNoting is controlScript for a task op, with n to note by;
+// nil notes nothing. Under the op's lock, it first looks for a command of
+// this op still running: an attempt lost with its worker, or with its
+// workflow task, left it. It then starts nothing, waits for that command
+// as if it were its own (its own watchdog went with the lost attempt),
+// and reports it ended. Once it has noted its own command, it ends it at
+// once if the op was cancelled meanwhile (the cancel found no note yet).
+func controlScriptNoting(setupPath, cmd string, timeout time.Duration, n *noting) string {
 	secs := int(timeout.Round(time.Second) / time.Second)
 	if secs < 1 {
 		secs = 1
 	}
-	if pidFile != "" {
-		f := transport.ShellQuote(pidFile)
-		note = fmt.Sprintf("rm -f %s; echo $p > %s\n", f, f)
-		unnote = fmt.Sprintf("rm -f %s\n", f)
-	}
-	if len(notes) > 0 {
-		quoted := make([]string, len(notes))
-		for i, n := range notes {
-			quoted[i] = transport.ShellQuote(n)
+	lock, adopt, note, unnote := "", "", "", ""
+	if n != nil {
+		var notes []string
+		for a := int32(1); a <= max(n.upto, n.attempt); a++ {
+			notes = append(notes, transport.ShellQuote(n.files.note(a)))
 		}
+		l, f, c := transport.ShellQuote(n.files.lock()), transport.ShellQuote(n.files.note(n.attempt)), transport.ShellQuote(n.files.cancelled())
+		// A lock left by a script that died holding it is broken after 2 s.
+		lock = fmt.Sprintf("k=0; until mkdir %[1]s 2>/dev/null; do k=$((k+1)); [ $k -lt 20 ] || { rmdir %[1]s 2>/dev/null; k=0; }; sleep 0.1; done\n", l)
 		adopt = fmt.Sprintf(`for f in %s; do
   [ -O "$f" ] || continue
   q=$(cat "$f" 2>/dev/null); case "$q" in ''|*[!0-9]*) continue;; esac
   [ "$q" -gt 1 ] && kill -0 -"$q" 2>/dev/null || continue
+  rmdir %s 2>/dev/null
   i=0; while [ $i -lt %d ] && kill -0 -"$q" 2>/dev/null; do sleep 0.5; i=$((i+1)); done
   t=0; if kill -0 -"$q" 2>/dev/null; then t=1; kill -KILL -"$q" 2>/dev/null; fi
   echo "the command an earlier attempt of this op started was still running (process group $q): waited for it"
   printf '\n%s rc=0 timeout=%%d\n' "$t"; exit 0
 done
-`, strings.Join(quoted, " "), 2*secs, trailer)
+`, strings.Join(notes, " "), l, 2*secs, trailer)
+		note = fmt.Sprintf("rm -f %[1]s; echo $p > %[1]s; rmdir %[2]s 2>/dev/null\n[ -e %[3]s ] && kill -KILL -$p 2>/dev/null\n", f, l, c)
+		unnote = fmt.Sprintf("rm -f %s\n", f)
 	}
 	dir := transport.ShellQuote(setupPath)
 	return fmt.Sprintf(`[ -e %s ] || { printf '%s rc=97 timeout=0 setup=%s\n'; exit 0; }
 [ -d %s ] || { printf '%s rc=97 timeout=0 setup=%s\n'; exit 0; }
 cd %s 2>/dev/null || { printf '%s rc=97 timeout=0 setup=%s\n'; exit 0; }
-%sout=$(mktemp "${TMPDIR:-/tmp}/drover.XXXXXX" 2>/dev/null) || { printf '%s rc=98 timeout=0 setup=%s\n'; exit 0; }
+%s%sout=$(mktemp "${TMPDIR:-/tmp}/drover.XXXXXX" 2>/dev/null) || { printf '%s rc=98 timeout=0 setup=%s\n'; exit 0; }
 setsid sh -c %s </dev/null >"$out" 2>&1 &
 p=$!
 %s( i=0; while [ $i -lt %d ] && kill -0 $p 2>/dev/null; do sleep 1; i=$((i+1)); done
@@ -73,7 +84,7 @@ wait $p; rc=$?
 %st=0; [ -e "$out.timeout" ] && t=1
 head -c 4096 "$out"; rm -f "$out" "$out.timeout"
 printf '\n%s rc=%%d timeout=%%d\n' "$rc" "$t"
-`, dir, trailer, setupMissing, dir, trailer, setupNotDir, dir, trailer, setupDenied, adopt, trailer, setupNoTemp,
+`, dir, trailer, setupMissing, dir, trailer, setupNotDir, dir, trailer, setupDenied, lock, adopt, trailer, setupNoTemp,
 		transport.ShellQuote(cmd), note, secs, unnote, trailer)
 }
 

@@ -132,10 +132,8 @@ func grantedResults(ctx context.Context, e Engine, taskID string, wait bool, g *
 }
 
 func outcomeOf(res []proc.KeyedResult) Outcome {
-	for _, r := range res {
-		if r.Code != proc.CodeSuccess {
-			return OutcomeHostsFailed
-		}
+	if proc.CountFailed(res) > 0 {
+		return OutcomeHostsFailed
 	}
 	return OutcomeOK
 }

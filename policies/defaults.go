@@ -69,6 +69,12 @@ func HostOpDeadline(op proc.OpType, s proc.Spec) time.Duration {
 	return d
 }
 
+// LocalOpBudget is how long a task's op may run as a local activity, in
+// its host workflow's task: the SDK heartbeats a workflow task at 0.8 of
+// its 10 s timeout, and an op done within this finishes in one task, with
+// room left for a slow worker. A longer op goes on as an activity.
+const LocalOpBudget = 6 * time.Second
+
 // HeartbeatTimeout lets a lost worker's activity be retried elsewhere soon,
 // instead of after its full StartToClose.
 const HeartbeatTimeout = 10 * time.Second

@@ -43,6 +43,24 @@ func Fail(code Code, format string, args ...any) HostResult {
 // Pending is the result of a host whose op has not finished.
 func Pending() HostResult { return HostResult{Code: CodeRunning, Message: CodeRunning.Message()} }
 
+// Done reports whether the host has answered: 115 is still pending.
+func (r HostResult) Done() bool { return r.Code != CodeRunning }
+
+// Failed reports whether the host answered, and not with success. A host
+// still pending (115) has not failed: it is counted when it answers.
+func (r HostResult) Failed() bool { return r.Done() && r.Code != CodeSuccess }
+
+// CountFailed counts the results that Failed.
+func CountFailed[R interface{ Failed() bool }](results []R) int {
+	n := 0
+	for _, r := range results {
+		if r.Failed() {
+			n++
+		}
+	}
+	return n
+}
+
 // NotRunningMessage is the agent's wording for a process that is not alive.
 func NotRunningMessage(procName string) string {
 	return fmt.Sprintf("process(%s) is not running", procName)

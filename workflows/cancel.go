@@ -119,14 +119,14 @@ func (h *host) awaitOp(ctx workflow.Context, op *taskOp, fut workflow.Future, ca
 	}
 	// An activity's HostOp answers with a result whatever happens on the
 	// host, also when its context ends: a cancelled error means this
-	// attempt never started. A local one starts at once, and a cancel
-	// answers without waiting for it.
+	// attempt never started, unless it began as a local one, which
+	// starts at once and is answered without waiting for it.
 	var ce *temporal.CanceledError
 	isCancel := errors.As(err, &ce)
 	switch {
-	case isCancel && !op.local && op.failed != nil:
+	case isCancel && !op.started && op.failed != nil:
 		return activities.HostOpOutput{Result: h.cancelledAfterAttempt(ctx, op)}, nil
-	case isCancel && !op.local:
+	case isCancel && !op.started:
 		return activities.HostOpOutput{Result: notRunCancelled(op.req)}, nil
 	case err == nil && out.Result.Code == proc.CodeSuccess:
 		return out, nil // it finished before the cancel reached it
@@ -139,7 +139,7 @@ func (h *host) awaitOp(ctx workflow.Context, op *taskOp, fut workflow.Future, ca
 	if op.failed != nil {
 		ended = op.failed.n
 	}
-	if op.local {
+	if op.started {
 		// The cancelled attempt may still be ending its command: the
 		// probe ends it first.
 		ended = int(op.in.Attempt)
@@ -188,7 +188,7 @@ func (h *host) stateAfter(ctx workflow.Context, op *taskOp, ended int) string {
 	var err error
 	if op.local {
 		lctx := workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{
-			StartToCloseTimeout: policies.HostOpDeadline(proc.OpStatus, spec),
+			StartToCloseTimeout: min(policies.LocalOpBudget, policies.HostOpDeadline(proc.OpStatus, spec)),
 			RetryPolicy:         &temporal.RetryPolicy{InitialInterval: time.Second, MaximumAttempts: 2},
 		})
 		err = workflow.ExecuteLocalActivity(lctx, a.HostOp, in).Get(ctx, &out)

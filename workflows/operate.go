@@ -131,7 +131,7 @@ func (op *operation) runChunks(ctx workflow.Context) {
 		}
 		op.done += res.Done
 		c := &op.chunkCounts[n]
-		c.Done, c.Failed, c.Finished = res.Done, failedOf(res.Results), true
+		c.Done, c.Failed, c.Finished = res.Done, proc.CountFailed(res.Results), true
 		// Kept for the task's outcome; the parent's own result still
 		// lists only its chunks.
 		for i, r := range res.Results {
@@ -294,10 +294,8 @@ func (op *operation) snapshot() OperateResult {
 	out.Results = make([]KeyedResult, len(op.in.Items))
 	for i, it := range op.in.Items {
 		out.Results[i] = KeyedResult{Key: it.Key(), AgentID: it.Target.AgentID, HostResult: op.results[i]}
-		if r := op.results[i]; r.Code != proc.CodeRunning && r.Code != proc.CodeSuccess {
-			out.Failed++
-		}
 	}
+	out.Failed = proc.CountFailed(op.results)
 	return out
 }
 
@@ -315,14 +313,11 @@ func (op *operation) counts() Counts {
 	c := Counts{Total: op.total()}
 	if len(op.chunkCounts) == 0 {
 		for _, r := range op.results {
-			if r.Code == proc.CodeRunning {
-				continue
-			}
-			c.Done++
-			if r.Code != proc.CodeSuccess {
-				c.Failed++
+			if r.Done() {
+				c.Done++
 			}
 		}
+		c.Failed = proc.CountFailed(op.results)
 		return c
 	}
 	c.Chunks = append([]ChunkCounts(nil), op.chunkCounts...)
@@ -331,17 +326,6 @@ func (op *operation) counts() Counts {
 		c.Failed += ch.Failed
 	}
 	return c
-}
-
-// failedOf counts the results that are done and did not succeed.
-func failedOf(results []KeyedResult) int {
-	n := 0
-	for _, r := range results {
-		if r.Code != proc.CodeRunning && r.Code != proc.CodeSuccess {
-			n++
-		}
-	}
-	return n
 }
 
 // activityFailure turns an activity that could not report a result (worker

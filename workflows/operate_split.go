@@ -16,6 +16,7 @@ import (
 
 	"github.com/drover-sh/drover/activities"
 	"github.com/drover-sh/drover/policies"
+	"github.com/drover-sh/drover/proc"
 )
 
 // A task of more than ChunkSize items is split by the client, not by the
@@ -105,7 +106,7 @@ func (d *Dispatcher) AwaitChunk(ctx context.Context, in AwaitChunkInput) (ChunkC
 	var res OperateResult
 	err := d.Client.GetWorkflow(ctx, in.ID, "").Get(ctx, &res)
 	if err == nil {
-		return ChunkCounts{ID: in.ID, Total: in.Total, Done: res.Done, Failed: failedOf(res.Results), Finished: true}, nil
+		return ChunkCounts{ID: in.ID, Total: in.Total, Done: res.Done, Failed: proc.CountFailed(res.Results), Finished: true}, nil
 	}
 	if ctx.Err() != nil {
 		return ChunkCounts{}, err
@@ -204,7 +205,7 @@ func countsOf(res OperateResult) Counts {
 	if len(res.Chunks) > 0 {
 		return Counts{Total: res.Total, Done: res.Done, Failed: res.Failed}
 	}
-	return Counts{Total: res.Total, Done: res.Done, Failed: failedOf(res.Results)}
+	return Counts{Total: res.Total, Done: res.Done, Failed: proc.CountFailed(res.Results)}
 }
 
 // countsWait bounds one counts query: a chunk's query waits behind every
@@ -241,7 +242,7 @@ func TaskCounts(ctx context.Context, c client.Client, taskID string) (Counts, er
 		if err != nil {
 			return Counts{}, err
 		}
-		return Counts{Total: res.Total, Done: res.Done, Failed: failedOf(res.Results)}, nil
+		return Counts{Total: res.Total, Done: res.Done, Failed: proc.CountFailed(res.Results)}, nil
 	}
 	if !found {
 		res, err := fetchOne(ctx, c, taskID)

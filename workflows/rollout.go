@@ -287,15 +287,7 @@ func (ro *rollout) healthGate(ctx workflow.Context, start, end int) {
 	}
 }
 
-func (ro *rollout) failed() int {
-	n := 0
-	for _, r := range ro.results {
-		if r.Code != proc.CodeSuccess && r.Code != proc.CodeRunning {
-			n++
-		}
-	}
-	return n
-}
+func (ro *rollout) failed() int { return proc.CountFailed(ro.results) }
 
 func (ro *rollout) status() RolloutStatus {
 	st := RolloutStatus{TaskID: ro.in.TaskID, State: ro.state(), Batch: ro.batch, Batches: len(ro.sizes), Total: len(ro.results)}

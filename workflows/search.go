@@ -76,13 +76,7 @@ func sorted(m map[string]bool) []string {
 
 // outcomeOf summarises final results.
 func outcomeOf(results []proc.HostResult) (string, int64) {
-	failed := int64(0)
-	for _, r := range results {
-		if r.Code != proc.CodeSuccess {
-			failed++
-		}
-	}
-	return outcomeOfCount(failed)
+	return outcomeOfCount(int64(proc.CountFailed(results)))
 }
 
 // outcomeOfCount is a task's outcome by how many of its hosts failed.

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"time"
 
+	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
@@ -29,8 +30,11 @@ type taskOp struct {
 	req HostRequest
 	e   Entry
 	in  activities.HostOpInput
-	// local: attempts run as local activities.
+	// local: attempts begin as local activities.
 	local bool
+	// started: the attempt under way has run on the host (a local one
+	// starts at once), so a cancel of it is never "not run".
+	started bool
 	// failed is the attempt before, if one ran and failed.
 	failed *attemptFailure
 }
@@ -72,25 +76,40 @@ func (h *host) runTaskOp(ctx workflow.Context, req HostRequest, e Entry, in acti
 
 // tryOp runs one attempt of a task's op, which the server tries up to
 // attempts times when it is an activity, and awaits it taking cancels.
+// A local attempt that outlasts policies.LocalOpBudget goes on as an
+// activity: the activity finds the command the local one started on the
+// host and waits for it, so the op is neither cut short nor run twice.
 func (h *host) tryOp(ctx workflow.Context, op *taskOp, attempts int) (activities.HostOpOutput, error) {
 	var a *activities.Activities
-	octx, cancel := workflow.WithCancel(ctx)
-	defer cancel()
-	var fut workflow.Future
+	op.started = false
 	if op.local {
-		fut = workflow.ExecuteLocalActivity(localOpOptions(octx, op.in), a.HostOp, op.in)
-	} else {
-		fut = workflow.ExecuteActivity(opOptions(octx, op.in, attempts), a.HostOp, op.in)
+		op.started = true
+		lctx, cancel := workflow.WithCancel(ctx)
+		out, err := h.awaitOp(ctx, op, workflow.ExecuteLocalActivity(localOpOptions(lctx, op.in), a.HostOp, op.in), cancel)
+		cancel()
+		if !outlasted(err) {
+			return out, err
+		}
 	}
-	return h.awaitOp(ctx, op, fut, cancel)
+	actx, cancel := workflow.WithCancel(ctx)
+	defer cancel()
+	return h.awaitOp(ctx, op, workflow.ExecuteActivity(opOptions(actx, op.in, attempts), a.HostOp, op.in), cancel)
 }
 
-// localOpOptions are a local op's options: the workflow makes each attempt.
+// localOpOptions are a local op's options: it has policies.LocalOpBudget,
+// and the workflow makes each attempt.
 func localOpOptions(ctx workflow.Context, in activities.HostOpInput) workflow.Context {
 	return workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{
-		StartToCloseTimeout: policies.HostOpDeadline(in.Op, in.Spec),
+		StartToCloseTimeout: min(policies.LocalOpBudget, policies.HostOpDeadline(in.Op, in.Spec)),
 		RetryPolicy:         &temporal.RetryPolicy{MaximumAttempts: 1},
 	})
+}
+
+// outlasted reports whether a local attempt ran out of its budget, its
+// only timeout (the SDK names it by the shorter of its two).
+func outlasted(err error) bool {
+	var te *temporal.TimeoutError
+	return errors.As(err, &te) && (te.TimeoutType() == enumspb.TIMEOUT_TYPE_START_TO_CLOSE || te.TimeoutType() == enumspb.TIMEOUT_TYPE_SCHEDULE_TO_CLOSE)
 }
 
 // retryable reports whether another attempt may do better: any failure

@@ -8,7 +8,10 @@ import (
 	"testing"
 	"time"
 
+	"go.temporal.io/sdk/activity"
+
 	"github.com/drover-sh/drover/activities"
+	"github.com/drover-sh/drover/policies"
 	"github.com/drover-sh/drover/proc"
 )
 
@@ -89,5 +92,37 @@ func TestTaskOpGivesUpAfterItsAttempts(t *testing.T) {
 	}
 	if got := fmt.Sprint(attempts); got != "[1 2 3]" {
 		t.Fatalf("attempts %s, want [1 2 3]", got)
+	}
+}
+
+// TestTaskOpOutlastingItsLocalBudgetGoesOnAsAnActivity: an op still
+// running when its local attempt's budget ends is not failed or tried
+// again: the same attempt goes on as an activity (which, on a host, finds
+// the command the local one started and waits for it), and the op
+// answers that activity's result.
+func TestTaskOpOutlastingItsLocalBudgetGoesOnAsAnActivity(t *testing.T) {
+	type run struct {
+		local   bool
+		attempt int32
+	}
+	var runs []run
+	ht := newHostTest(t, func(ctx context.Context, in activities.HostOpInput) (activities.HostOpOutput, error) {
+		local := activity.GetInfo(ctx).IsLocalActivity
+		runs = append(runs, run{local, in.Attempt})
+		if local {
+			<-ctx.Done() // the command outlasts the budget
+			return activities.HostOpOutput{}, ctx.Err()
+		}
+		return activities.HostOpOutput{Result: proc.HostResult{Code: proc.CodeSuccess, Message: "success"}, Alive: true, Pid: 42}, nil
+	})
+	// A local activity's budget runs on the wall clock.
+	ht.env.SetTestTimeout(policies.LocalOpBudget + 30*time.Second)
+	ht.send(time.Second, startRequest("T#0", 0, "a"))
+	ht.run()
+	if r := ht.replies[0]; r.Code != proc.CodeSuccess {
+		t.Fatalf("answer %+v, want the activity's 0", r)
+	}
+	if got := fmt.Sprint(runs); got != "[{true 1} {false 1}]" {
+		t.Fatalf("runs %s, want attempt 1 local, then attempt 1 as an activity", got)
 	}
 }

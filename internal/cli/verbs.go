@@ -181,7 +181,7 @@ func runTask(cmd *cobra.Command, cfg config.Config, task *gseapi.Task, f verbFla
 		return err
 	}
 	for _, r := range res {
-		if r.Code != proc.CodeSuccess {
+		if r.Failed() {
 			return &ExitError{Code: ExitHostsFailed}
 		}
 	}

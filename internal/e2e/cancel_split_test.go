@@ -58,6 +58,11 @@ func TestCancelSplitTask(t *testing.T) {
 	if out, errOut, code := e.starter("", "cancel", task); code != 0 {
 		t.Fatalf("starter cancel: exit %d\n%s%s", code, out, errOut)
 	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			e.dumpStuckHosts(t, items)
+		}
+	})
 	res := e.waitOp(t, task, 5*time.Minute)
 	if len(res) != n {
 		t.Fatalf("%d answers, want %d", len(res), n)
