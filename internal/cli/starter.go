@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -149,7 +150,16 @@ func callAPI(ctx context.Context, cmd *cobra.Command, cfg config.Config, name st
 	if err != nil {
 		return &ExitError{Code: ExitBadRequest, Err: err}
 	}
-	resp, outcome := gseapi.Call(ctx, &workflows.Engine{Client: c, TaskQueue: cfg.TaskQueue, Inventory: inv, Files: contentStore(cfg)}, name, body, f.wait)
+	eng := &workflows.Engine{Client: c, TaskQueue: cfg.TaskQueue, Inventory: inv}
+	if slices.Contains(gseapi.FileAPIs, name) {
+		store, err := openStore(ctx, cfg)
+		if err != nil {
+			return &ExitError{Code: ExitBadRequest, Err: err}
+		}
+		defer store.Close()
+		eng.Files = store
+	}
+	resp, outcome := gseapi.Call(ctx, eng, name, body, f.wait)
 	return finish(cmd, resp, outcome)
 }
 

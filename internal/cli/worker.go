@@ -60,12 +60,17 @@ type Worker struct {
 	// watches serves supervision's watch queue with its own slots.
 	watches     worker.Worker
 	stopMetrics context.CancelFunc
+	store       filestore.Store
 	once        sync.Once
 }
 
 // StartWorker loads the inventory, opens the SSH pool and starts polling.
 func StartWorker(cfg config.Config, logger *slog.Logger) (*Worker, error) {
 	inv, err := inventory.Load(cfg.Inventory)
+	if err != nil {
+		return nil, err
+	}
+	store, err := openServingStore(cfg, logger)
 	if err != nil {
 		return nil, err
 	}
@@ -76,12 +81,14 @@ func StartWorker(cfg config.Config, logger *slog.Logger) (*Worker, error) {
 			logger.Warn("host key trusted on first use", "host", addr, "key", fingerprint, "known_hosts", inv.KnownHosts)
 		}})
 	if err != nil {
+		_ = store.Close()
 		return nil, err
 	}
 	m := metrics.New(ssh.Stats)
 	c, err := dialWithMetrics(cfg, logger, m.SDK)
 	if err != nil {
 		_ = ssh.Close()
+		_ = store.Close()
 		return nil, err
 	}
 	w := worker.New(c, cfg.TaskQueue, worker.Options{
@@ -98,7 +105,7 @@ func StartWorker(cfg config.Config, logger *slog.Logger) (*Worker, error) {
 	})
 	winrm := transport.NewWinRM(transport.WinRMOptions{})
 	acts := &activities.Activities{Inventory: inv, Runner: m.Track(transport.Multi{SSH: ssh, WinRM: winrm}),
-		Files: transport.Multi{SSH: ssh, WinRM: winrm}, Store: filestore.Store{Dir: cfg.FilesDir}, Hosts: workflows.HostLink{Client: c}}
+		Files: transport.Multi{SSH: ssh, WinRM: winrm}, Store: store, Hosts: workflows.HostLink{Client: c}}
 	workflows.Register(w, acts, &workflows.Dispatcher{Client: c, TaskQueue: cfg.TaskQueue, Inventory: inv, Acts: acts,
 		Supervision: workflows.Supervision{Interval: cfg.SuperviseInterval, LimitPolls: cfg.LimitPolls,
 			TimeZone: cfg.CrontabZone(), WatchQueue: cfg.WatchQueue(), WatchShards: cfg.WatchShards, Off: cfg.NoSupervision}})
@@ -112,7 +119,7 @@ func StartWorker(cfg config.Config, logger *slog.Logger) (*Worker, error) {
 	watches := worker.New(c, cfg.WatchQueue(), worker.Options{MaxConcurrentActivityExecutionSize: cfg.MaxConcurrentWatches,
 		DisableWorkflowWorker: true, WorkerStopTimeout: watchStopTimeout, MaxConcurrentActivityTaskPollers: 1})
 	workflows.RegisterWatch(watches, acts)
-	wk := &Worker{Client: c, SSH: ssh, WinRM: winrm, Metrics: m, w: w, watches: watches, stopMetrics: func() {}}
+	wk := &Worker{Client: c, SSH: ssh, WinRM: winrm, Metrics: m, store: store, w: w, watches: watches, stopMetrics: func() {}}
 	if cfg.MetricsListen != "" {
 		ln, err := net.Listen("tcp", cfg.MetricsListen)
 		if err != nil {
@@ -162,6 +169,7 @@ func (w *Worker) Stop() {
 		_ = w.WinRM.Close()
 		w.Client.Close()
 		_ = w.Metrics.Close()
+		_ = w.store.Close()
 	})
 }
 
@@ -172,7 +180,8 @@ func RunWorker(ctx context.Context, cfg config.Config, logger *slog.Logger) erro
 		return err
 	}
 	logger.Info("worker started", "temporal", cfg.TemporalAddress, "namespace", cfg.TemporalNamespace,
-		"task_queue", cfg.TaskQueue, "watch_task_queue", cfg.WatchQueue(), "inventory", cfg.Inventory, "metrics", w.MetricsAddr)
+		"task_queue", cfg.TaskQueue, "watch_task_queue", cfg.WatchQueue(), "inventory", cfg.Inventory, "metrics", w.MetricsAddr,
+		"content_store", w.store.Location().String())
 	<-ctx.Done()
 	logger.Info("worker stopping: no new work is taken; running host ops finish first")
 	w.Stop()
