@@ -18,6 +18,7 @@ import (
 
 	"github.com/drover-sh/drover/gseapi"
 	"github.com/drover-sh/drover/internal/config"
+	"github.com/drover-sh/drover/internal/version"
 	"github.com/drover-sh/drover/inventory"
 	"github.com/drover-sh/drover/workflows"
 )
@@ -60,7 +61,24 @@ func NewStarter(out, errOut io.Writer) *cobra.Command {
 	root.AddCommand(newAPICommand(), newResultCommand(), newEventsCommand(), newServeCommand(), newHostsCommand(), newCodecServerCommand(), newPsCommand(),
 		newEnsureCommand(), newRolloutCommand(), newConfigCommand(), newLogsCommand(), newHostCommand(), newCancelCommand())
 	root.AddCommand(newVerbCommands()...)
+	addVersion(root)
 	return root
+}
+
+// addVersion gives a binary's root command --version and a version
+// command, both printing the build (see internal/version).
+func addVersion(root *cobra.Command) {
+	root.Version = version.Get().String()
+	root.SetVersionTemplate(root.Name() + " {{.Version}}\n")
+	root.AddCommand(&cobra.Command{
+		Use:   "version",
+		Short: "Print the version and commit this binary was built from",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			_, err := fmt.Fprintf(cmd.OutOrStdout(), "%s %s\n", root.Name(), root.Version)
+			return err
+		},
+	})
 }
 
 // Execute runs the starter and returns the process exit code.

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"os"
 	"sync"
 	"time"
 
@@ -17,6 +18,7 @@ import (
 	"github.com/drover-sh/drover/internal/config"
 	"github.com/drover-sh/drover/internal/filestore"
 	"github.com/drover-sh/drover/internal/metrics"
+	"github.com/drover-sh/drover/internal/version"
 	"github.com/drover-sh/drover/inventory"
 	"github.com/drover-sh/drover/policies"
 	"github.com/drover-sh/drover/transport"
@@ -25,17 +27,19 @@ import (
 
 // Dial connects to Temporal with the configured address and namespace.
 func Dial(cfg config.Config, logger *slog.Logger) (client.Client, error) {
-	return dialWithMetrics(cfg, logger, nil)
+	return dialWithMetrics(cfg, logger, nil, "")
 }
 
-// dialWithMetrics is Dial reporting the SDK's metrics to handler, if any.
-func dialWithMetrics(cfg config.Config, logger *slog.Logger, handler client.MetricsHandler) (client.Client, error) {
+// dialWithMetrics is Dial reporting the SDK's metrics to handler, if any,
+// under identity (the SDK's pid@host when empty).
+func dialWithMetrics(cfg config.Config, logger *slog.Logger, handler client.MetricsHandler, identity string) (client.Client, error) {
 	opts, err := cfg.ClientOptions()
 	if err != nil {
 		return nil, err
 	}
 	opts.Logger = tlog.NewStructuredLogger(logger)
 	opts.MetricsHandler = handler
+	opts.Identity = identity
 	c, err := client.Dial(opts)
 	if err != nil {
 		return nil, fmt.Errorf("cannot reach Temporal at %s: %w", cfg.TemporalAddress, err)
@@ -85,7 +89,7 @@ func StartWorker(cfg config.Config, logger *slog.Logger) (*Worker, error) {
 		return nil, err
 	}
 	m := metrics.New(ssh.Stats)
-	c, err := dialWithMetrics(cfg, logger, m.SDK)
+	c, err := dialWithMetrics(cfg, logger, m.SDK, WorkerIdentity())
 	if err != nil {
 		_ = ssh.Close()
 		_ = store.Close()
@@ -151,6 +155,14 @@ func StartWorker(cfg config.Config, logger *slog.Logger) (*Worker, error) {
 	return wk, nil
 }
 
+// WorkerIdentity is how a worker names itself to Temporal (pollers, task
+// history, `temporal task-queue describe`): the SDK's pid@host plus the
+// build, so an upgrade shows which workers still run the old one.
+func WorkerIdentity() string {
+	host, _ := os.Hostname()
+	return fmt.Sprintf("%d@%s drover-worker %s", os.Getpid(), host, version.Get().Short())
+}
+
 // watchStopTimeout bounds how long a stopping worker waits for its watches
 // to hand themselves back: a poll in progress ends first.
 const watchStopTimeout = policies.WatchPollTimeout + 5*time.Second
@@ -179,7 +191,7 @@ func RunWorker(ctx context.Context, cfg config.Config, logger *slog.Logger) erro
 	if err != nil {
 		return err
 	}
-	logger.Info("worker started", "temporal", cfg.TemporalAddress, "namespace", cfg.TemporalNamespace,
+	logger.Info("worker started", "version", version.Get().String(), "temporal", cfg.TemporalAddress, "namespace", cfg.TemporalNamespace,
 		"task_queue", cfg.TaskQueue, "watch_task_queue", cfg.WatchQueue(), "inventory", cfg.Inventory, "metrics", w.MetricsAddr,
 		"content_store", w.store.Location().String())
 	<-ctx.Done()
