@@ -34,10 +34,8 @@ func TestContentStoreOnS3(t *testing.T) {
 	old := "port = 1\n"
 	var targets []proc.Target
 	for _, h := range e.bed.Hosts {
-		installApp(t, h, "app")
-		script := fmt.Sprintf("mkdir -p /data/app/log && cat > /data/app/log/svc.log <<'EOL'\n%s\nEOL\nprintf '%s' > %s && chown -R %s /data/app",
-			strings.Join(lines, "\n"), old, appConf, testbed.AppUser)
-		if _, err := h.Exec(script); err != nil {
+		installLog(t, h, lines)
+		if _, err := h.Exec(fmt.Sprintf("printf '%s' > %s && chown %s %s", old, appConf, testbed.AppUser, appConf)); err != nil {
 			t.Fatal(err)
 		}
 		targets = append(targets, proc.Target{IP: h.IP})

@@ -30,11 +30,7 @@ func logsEnv(t *testing.T, n int, lines []string, filesDir string) *env {
 	e.cfg.FilesDir = filesDir
 	var targets []proc.Target
 	for _, h := range e.bed.Hosts {
-		installApp(t, h, "app")
-		script := "mkdir -p /data/app/log && cat > /data/app/log/svc.log <<'EOL'\n" + strings.Join(lines, "\n") + "\nEOL\nchown -R " + testbed.AppUser + " /data/app"
-		if _, err := h.Exec(script); err != nil {
-			t.Fatal(err)
-		}
+		installLog(t, h, lines)
 		targets = append(targets, proc.Target{IP: h.IP})
 	}
 	e.startWorker()
@@ -42,6 +38,17 @@ func logsEnv(t *testing.T, n int, lines []string, filesDir string) *env {
 	spec.Account, spec.LogPath = testbed.AppUser, "/data/app/log/svc.log"
 	e.register("web", "svc", spec, targets...)
 	return e
+}
+
+// installLog installs the app under /data/app, owned by drover-app, with
+// lines in /data/app/log/svc.log.
+func installLog(t *testing.T, h *testbed.Host, lines []string) {
+	t.Helper()
+	installApp(t, h, "app")
+	script := "mkdir -p /data/app/log && cat > /data/app/log/svc.log <<'EOL'\n" + strings.Join(lines, "\n") + "\nEOL\nchown -R " + testbed.AppUser + " /data/app"
+	if _, err := h.Exec(script); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // wantTails checks that every host printed the same last lines.
