@@ -28,11 +28,17 @@ func openStore(ctx context.Context, cfg config.Config) (filestore.Store, error) 
 
 // openServingStore opens the content store of a long-running process (the
 // worker, the HTTP server). An object store it cannot reach now is logged,
-// not fatal: it may come back before the first file op needs it.
+// not fatal: it may come back before the first file op needs it. Nor is a
+// default directory it cannot make (no home, a read-only one): it runs
+// without a store, and its file ops fail saying so.
 func openServingStore(cfg config.Config, logger *slog.Logger) (filestore.Store, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	store, err := openStore(ctx, cfg)
+	if err != nil && cfg.ContentStore == "" && cfg.FilesDir == "" {
+		logger.Warn("no content store: config push, repair and long log tails fail until content_store is set", "err", err)
+		return filestore.Store{}, nil
+	}
 	if err != nil {
 		return store, err
 	}

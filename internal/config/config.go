@@ -351,8 +351,12 @@ func (c Config) validate() error {
 	if _, err := c.level(); err != nil {
 		return err
 	}
-	if _, err := c.Store(); err != nil {
-		return err
+	if c.ContentStore != "" || c.FilesDir != "" {
+		// The default is found when the store is opened: a worker
+		// that does no file ops starts without one.
+		if _, err := c.Store(); err != nil {
+			return err
+		}
 	}
 	return nil
 }

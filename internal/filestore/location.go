@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/url"
 	"os"
+	"os/user"
 	"path/filepath"
 	"strings"
 )
@@ -18,8 +19,11 @@ type Location struct {
 
 // String names the store as a URL, for messages.
 func (l Location) String() string {
-	if l.URL != "" {
+	switch {
+	case l.URL != "":
 		return l.URL
+	case l.Dir == "":
+		return "none"
 	}
 	return "file://" + l.Dir
 }
@@ -94,7 +98,12 @@ func DefaultDir() (string, error) {
 	}
 	home, err := os.UserHomeDir()
 	if err != nil {
-		return "", err
+		// A service started without $HOME still has a home directory.
+		u, uerr := user.Current()
+		if uerr != nil || u.HomeDir == "" {
+			return "", err
+		}
+		home = u.HomeDir
 	}
 	return filepath.Join(home, ".local", "share", "drover", "content"), nil
 }
