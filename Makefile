@@ -5,11 +5,18 @@ TEMPORAL_CLI_VERSION := v1.5.1
 BIN := $(CURDIR)/bin
 GOFLAGS_TEST ?=
 TEST_TIMEOUT ?= 20m
+# What the binaries say they are (starter version, worker --version, the
+# worker's Temporal identity).
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo devel)
+COMMIT ?= $(shell git rev-parse HEAD 2>/dev/null)$(shell git diff --quiet HEAD 2>/dev/null || echo -dirty)
+LDFLAGS := -X github.com/drover-sh/drover/internal/version.Version=$(VERSION) -X github.com/drover-sh/drover/internal/version.Commit=$(COMMIT)
+# rclone serves S3 for the object-store test (make test-s3).
+RCLONE_VERSION := v1.76.0
 # Time each fuzz target gets: in make test (CI), and in make chaos.
 FUZZTIME ?= 5s
 CHAOS_FUZZTIME ?= 30s
 
-.PHONY: all build deps bench-deps bench bench-fleet demo test test-unit test-scale chaos fuzz lint fmt vet staticcheck clean
+.PHONY: all build deps bench-deps bench bench-fleet demo test test-unit test-scale test-s3 chaos fuzz lint fmt vet staticcheck clean
 
 all: build
 
@@ -35,15 +42,20 @@ deps:
 build: bin/worker bin/starter bin/temporal
 
 bin/worker: FORCE
-	$(GO) build -o $@ ./cmd/worker
+	$(GO) build -ldflags "$(LDFLAGS)" -o $@ ./cmd/worker
 
 bin/starter: FORCE
-	$(GO) build -o $@ ./cmd/starter
+	$(GO) build -ldflags "$(LDFLAGS)" -o $@ ./cmd/starter
 
 # The temporal CLI is pinned: later versions carry a replace directive and
 # do not build with go install. Built once, then reused.
 bin/temporal:
 	GOBIN=$(BIN) $(GO) install github.com/temporalio/cli/cmd/temporal@$(TEMPORAL_CLI_VERSION)
+
+# rclone, built from its Go module (Debian's is too old to serve S3): the
+# S3-compatible server of make test-s3. Built once (a few minutes), then reused.
+bin/rclone:
+	GOBIN=$(BIN) $(GO) install github.com/rclone/rclone@$(RCLONE_VERSION)
 
 FORCE:
 
@@ -90,6 +102,13 @@ clean:
 ## supervision cost (DROVER_FANOUT=1000 for a quick run; not part of make test)
 test-scale: deps bin/temporal
 	$(GO) test -tags scale -timeout 120m -run "TestFanOut|TestSupervisionCost|TestSupervisionServerCost" -v ./internal/e2e
+
+## test-s3: the content store on a real S3-compatible server (rclone serve
+## s3 on 127.0.0.1): a starter, `starter serve` and a worker share one bucket
+## for config push, repair and logs. Not part of make test: bin/rclone takes
+## minutes to build; the test itself takes seconds.
+test-s3: deps bin/temporal bin/rclone
+	DROVER_S3_TEST=1 $(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) -run 'TestContentStoreOnS3' -v ./internal/e2e
 
 ## bench-deps: the peers drover is measured against, from Debian, when missing
 bench-deps: deps

@@ -91,7 +91,7 @@ func (a *Activities) push(ctx context.Context, host inventory.Host, account stri
 	cleanup := func() { a.removeTemps(ctx, host, account, s, temps) }
 	for _, f := range files {
 		removeStaleTemps(s, f.Path)
-		tmp, err := a.writeTemp(s, f)
+		tmp, err := a.writeTemp(ctx, s, f)
 		if tmp != "" {
 			temps = append(temps, tmp)
 		}
@@ -188,8 +188,8 @@ const tempSuffix = ".tmp"
 // writeTemp writes f's content to a new temporary file next to f.Path,
 // with f's mode, and fsyncs it. It returns the temporary name once the
 // file exists, so the caller can remove it on failure.
-func (a *Activities) writeTemp(s *transport.FileSession, f proc.PushFile) (string, error) {
-	src, err := a.Store.Open(f.Content)
+func (a *Activities) writeTemp(ctx context.Context, s *transport.FileSession, f proc.PushFile) (string, error) {
+	src, err := a.Store.Open(ctx, f.Content)
 	if err != nil {
 		return "", storeError{err}
 	}
@@ -340,7 +340,7 @@ func (a *Activities) repair(ctx context.Context, host inventory.Host, spec proc.
 		}
 		if c.Source != nil && c.Source.MD5 == "" {
 			// Named by a request by its sha256 alone: the store knows the rest.
-			ref, err := a.Store.Stat(c.Source.SHA256)
+			ref, err := a.Store.Stat(ctx, c.Source.SHA256)
 			if err != nil {
 				cannot = append(cannot, fmt.Sprintf("%s: its source %v", c.Path, err))
 				continue

@@ -3,6 +3,7 @@ package activities
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -171,8 +172,10 @@ func followInside(s *transport.FileSession, p string) (string, error) {
 	return t, nil
 }
 
-// logs reads the tail of the process's log and puts it in the content
-// store: a workflow carries only its reference, however long the lines.
+// logs reads the tail of the process's log. A tail that fits LogInlineMax
+// comes back in the result itself, as the default tail (20 lines, at most
+// 2 KB) does; a longer one goes to the content store, and the result
+// carries its reference.
 func (a *Activities) logs(ctx context.Context, host inventory.Host, spec proc.Spec, op proc.FileOp) proc.HostResult {
 	if spec.LogPath == "" {
 		return proc.Fail(proc.CodeBadSpec, "process %s has no log_path", spec.ProcName)
@@ -185,16 +188,16 @@ func (a *Activities) logs(ctx context.Context, host inventory.Host, spec proc.Sp
 		}
 		grep = re
 	}
-	n := op.Tail
+	n, maxBytes := op.Tail, policies.LogReadMax
 	if n <= 0 {
-		n = policies.LogTailDefault
+		n, maxBytes = policies.LogTailDefault, policies.LogTailDefaultBytes
 	}
 	s, err := a.Files.OpenFiles(ctx, host, spec.Account)
 	if err != nil {
 		return transportFailure(err)
 	}
 	defer func() { _ = s.Close() }()
-	tail, err := readTail(s, spec.LogPath, policies.LogReadMax, min(n, policies.LogTailMax), policies.LogReadMax, grep)
+	tail, err := readTail(s, spec.LogPath, policies.LogReadMax, min(n, policies.LogTailMax), maxBytes, grep)
 	if err != nil {
 		return logFailure(ctx, spec.LogPath, err)
 	}
@@ -202,12 +205,18 @@ func (a *Activities) logs(ctx context.Context, host inventory.Host, spec proc.Sp
 	if text != "" {
 		text += "\n"
 	}
-	ref, err := a.Store.Put(strings.NewReader(text), policies.LogReadMax*2)
-	if err != nil {
-		return proc.Fail(proc.CodeInternal, "keep the log tail in files_dir: %v", err)
-	}
+	lc := proc.LogContent{Path: tail.file, Lines: len(tail.lines), Truncated: tail.truncated, Text: text}
 	r := proc.HostResult{Code: proc.CodeSuccess, Message: fmt.Sprintf("%d lines of %s", len(tail.lines), tail.file)}
-	r.Content = proc.EncodeContent(proc.LogContent{Path: tail.file, Lines: len(tail.lines), Truncated: tail.truncated, Tail: ref})
+	r.Content = proc.EncodeContent(lc)
+	if encoded, _ := json.Marshal(r.Content); len(encoded) <= policies.LogInlineMax {
+		return r
+	}
+	ref, err := a.Store.PutTail(ctx, text, policies.LogReadMax*2)
+	if err != nil {
+		return proc.Fail(proc.CodeInternal, "keep the log tail in the content store: %v", err)
+	}
+	lc.Text, lc.Tail = "", &ref
+	r.Content = proc.EncodeContent(lc)
 	return r
 }
 

@@ -227,3 +227,33 @@ func TestResultKeyForms(t *testing.T) {
 		}
 	}
 }
+
+// The job platform's operate_proc v2 sends value_key as setup_path plus
+// proc_name, the documented default index: it names the process in result
+// keys as sent. A ':' would split into another key, and is refused.
+func TestValueKeyThatIsAPath(t *testing.T) {
+	body := func(valueKey string) string {
+		return `{"bk_biz_id":7,"op_type":2,"process_infos":[{"ip_list":[{"ip":"10.0.0.1","bk_cloud_id":0}],` +
+			`"proc_name":"appd","setup_path":"/data/app/sbin","pid_path":"/data/app/appd.pid","value_key":"` + valueKey + `"}]}`
+	}
+	for _, api := range []string{APIOperateProc, APIOperateProcV2} {
+		task := mustTask(t, api, body("/data/app/sbin/appd"))
+		it := task.Items[0]
+		if it.Key() != "0:0:10.0.0.1:7:/data/app/sbin/appd" || it.Spec.Index() != "/data/app/sbin/appd" {
+			t.Errorf("%s: key %q, index %q", api, it.Key(), it.Spec.Index())
+		}
+		if _, p, err := proc.ParseResultKey(it.Key()); err != nil || p != it.Process {
+			t.Errorf("%s: key %q reads back as %+v %v", api, it.Key(), p, err)
+		}
+		_, err := DecodeTask(api, []byte(body("/data/app:appd")))
+		var fe *FieldError
+		if !errors.As(err, &fe) || fe.Field != "process_infos[0].value_key" || !strings.Contains(fe.Rule, "callers split on ':'") {
+			t.Errorf("%s: a value_key with ':' gave %v", api, err)
+		}
+	}
+	// The same process is then named by meta.name, as the CLI's --name does.
+	task := mustTask(t, APIOperateProcess, `{"meta":{"namespace":"7","name":"/data/app/sbin/appd"},"hosts":[{"ip":"10.0.0.1","bk_cloud_id":0}],"op_type":2}`)
+	if task.Items[0].Key() != "0:0:10.0.0.1:7:/data/app/sbin/appd" {
+		t.Errorf("meta.name: key %q", task.Items[0].Key())
+	}
+}

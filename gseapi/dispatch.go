@@ -156,8 +156,8 @@ type GseTaskData struct {
 }
 
 // Accepted is the answer to an accepted asynchronous request:
-// operate_process, operate_proc_multi and operate_proc's meta form answer
-// data {"task_id"}; the seeds' operate_proc, operate_proc_v2 and
+// operate_process, operate_proc_multi, operate_proc's meta form and
+// drover's file APIs answer data {"task_id"}; the seeds' operate_proc, operate_proc_v2 and
 // manage_proc data {"bk_gse_taskid"}. The synchronous registry APIs answer
 // with SyncResponse; should one reach here, it gets {"task_id"} so the work
 // can still be polled.
@@ -169,7 +169,8 @@ func Accepted(t *Task, taskID string) Response {
 		}
 		return OK(TaskData{TaskID: taskID})
 	case APIOperateProcess, APIOperateProcMulti,
-		APIRegisterProcInfo, APIUpdateProcInfo, APIUnregisterProcInfo:
+		APIRegisterProcInfo, APIUpdateProcInfo, APIUnregisterProcInfo,
+		APIPushConfig, APIRepairConfig, APITailLog:
 		return OK(TaskData{TaskID: taskID})
 	}
 	return Failure(0, fieldErr("api", "unknown task API %q", t.API))

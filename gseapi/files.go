@@ -2,6 +2,7 @@ package gseapi
 
 import (
 	"bytes"
+	"context"
 	"encoding/base64"
 	"io"
 	"regexp"
@@ -16,8 +17,8 @@ import (
 const (
 	APIPushConfig   = "push_config"
 	APIRepairConfig = "repair_config"
-	// APITailLog is the starter's: its answer refers to the content store,
-	// which only a starter sharing files_dir with the worker can read.
+	// APITailLog is the starter's: a long tail's answer refers to the
+	// content store, which the starter reads.
 	APITailLog = "tail_proc_log"
 )
 
@@ -46,8 +47,8 @@ type FilesRequest struct {
 
 // ContentStore keeps pushed contents by digest (filestore.Store).
 type ContentStore interface {
-	Put(r io.Reader, max int64) (proc.FileRef, error)
-	Stat(sha256 string) (proc.FileRef, error)
+	Put(ctx context.Context, r io.Reader, max int64) (proc.FileRef, error)
+	Stat(ctx context.Context, sha256 string) (proc.FileRef, error)
 }
 
 // MaxPushFiles bounds the files of one push.
@@ -146,7 +147,7 @@ func decodePush(t *Task, r FilesRequest) error {
 			}
 			pf.Content.SHA256 = strings.ToLower(f.SHA256)
 		default:
-			return fieldErr(field, "needs content (base64) or sha256 (of content in files_dir)")
+			return fieldErr(field, "needs content (base64) or sha256 (of content in the content store)")
 		}
 		t.Files.Files = append(t.Files.Files, pf)
 	}
@@ -156,12 +157,12 @@ func decodePush(t *Task, r FilesRequest) error {
 // StoreFiles puts a push's inline contents in the content store and checks
 // that every content it names by sha256 is there, so the task's input
 // holds only references. It does nothing for other tasks.
-func StoreFiles(t *Task, s ContentStore) error {
+func StoreFiles(ctx context.Context, t *Task, s ContentStore) error {
 	if t.Files == nil || len(t.Files.Files) == 0 {
 		return nil
 	}
 	if s == nil {
-		return fieldErr("files", "this server has no content store (files_dir)")
+		return fieldErr("files", "this server has no content store (content_store)")
 	}
 	for i := range t.Files.Files {
 		f := &t.Files.Files[i]
@@ -169,10 +170,10 @@ func StoreFiles(t *Task, s ContentStore) error {
 		var ref proc.FileRef
 		var err error
 		if i < len(t.contents) && t.contents[i] != nil {
-			ref, err = s.Put(bytes.NewReader(t.contents[i]), proc.MaxFileSize)
+			ref, err = s.Put(ctx, bytes.NewReader(t.contents[i]), proc.MaxFileSize)
 			field += ".content"
 		} else {
-			ref, err = s.Stat(f.Content.SHA256)
+			ref, err = s.Stat(ctx, f.Content.SHA256)
 			field += ".sha256"
 		}
 		if err != nil {

@@ -2,30 +2,25 @@ package gseapi
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"io"
+	"net/http"
 	"strings"
 	"testing"
 
+	"github.com/drover-sh/drover/internal/filestore"
 	"github.com/drover-sh/drover/proc"
 )
 
-// memStore is a content store in memory.
-type memStore map[string][]byte
-
-func (m memStore) Put(r io.Reader, _ int64) (proc.FileRef, error) {
-	b, _ := io.ReadAll(r)
-	sum := strings.Repeat("a", 64)
-	m[sum] = b
-	return proc.FileRef{SHA256: sum, MD5: strings.Repeat("b", 32), Size: int64(len(b))}, nil
-}
-
-func (m memStore) Stat(sum string) (proc.FileRef, error) {
-	b, ok := m[sum]
-	if !ok {
-		return proc.FileRef{}, errors.New("no such content")
+// dirStore is a real content store in a temporary directory.
+func dirStore(t *testing.T) filestore.Store {
+	t.Helper()
+	s, err := filestore.Open(context.Background(), filestore.Location{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
 	}
-	return proc.FileRef{SHA256: sum, Size: int64(len(b))}, nil
+	return s
 }
 
 func pushBody(files string, extra string) []byte {
@@ -57,14 +52,23 @@ func TestPushConfigStoresContentsAndKeepsOnlyReferences(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	store := memStore{}
-	if err := StoreFiles(task, store); err != nil {
+	ctx := context.Background()
+	store := dirStore(t)
+	if err := StoreFiles(ctx, task, store); err != nil {
 		t.Fatal(err)
 	}
 	f := task.Files.Files[0]
 	if task.Op != proc.OpPushConfig || task.Files.Then != proc.ThenReload || f.Path != "/data/app/app.conf" || f.Mode != 0o640 ||
-		!bytes.Equal(store[f.Content.SHA256], []byte("port = 2\n")) || task.contents != nil {
+		f.Content.Size != 9 || task.contents != nil {
 		t.Fatalf("task: %+v %+v", task, f)
+	}
+	r, err := store.Open(ctx, f.Content)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	if b, err := io.ReadAll(r); err != nil || !bytes.Equal(b, []byte("port = 2\n")) {
+		t.Fatalf("stored %q %v", b, err)
 	}
 	// Content named by digest must be in the store.
 	task, err = DecodeTask(APIPushConfig, pushBody(`[{"path":"/data/app/app.conf","sha256":"`+strings.Repeat("c", 64)+`"}]`, ""))
@@ -72,7 +76,41 @@ func TestPushConfigStoresContentsAndKeepsOnlyReferences(t *testing.T) {
 		t.Fatal(err)
 	}
 	var fe *FieldError
-	if err := StoreFiles(task, store); !errors.As(err, &fe) || fe.Field != "files[0].sha256" {
+	if err := StoreFiles(ctx, task, store); !errors.As(err, &fe) || fe.Field != "files[0].sha256" {
 		t.Fatalf("unknown digest: %v", err)
+	}
+}
+
+// storeEngine is a recording engine with a content store.
+type storeEngine struct {
+	recordingEngine
+	store filestore.Store
+}
+
+func (e *storeEngine) ContentStore() ContentStore { return e.store }
+
+// An accepted file task answers its task id, as every task does, whether
+// over HTTP or from `starter api` without --wait.
+func TestFileAPIsAnswerTheirTaskIDWithoutWaiting(t *testing.T) {
+	eng := &storeEngine{store: dirStore(t)}
+	g := &Gateway{Engine: eng, Apps: []App{{Code: "ops", Secret: "s3cret"}}}
+	auth := `{"bk_app_code":"ops","bk_app_secret":"s3cret","bk_username":"alice",`
+	hosts := `"meta":{"namespace":"web","name":"svc"},"hosts":[{"ip":"10.0.0.1","bk_cloud_id":0}]`
+	for api, body := range map[string]string{
+		APIPushConfig:   auth + hosts + `,"files":[{"path":"/data/app/app.conf","content":"cG9ydCA9IDIK"}]}`,
+		APIRepairConfig: auth + hosts + `}`,
+	} {
+		status, resp := serve(t, g, "/api/v2/proc/"+api, body, nil)
+		data, _ := resp.Data.(map[string]any)
+		if status != http.StatusOK || !resp.Result || data["task_id"] != "GSETASK:20261122000000:000000000001" {
+			t.Errorf("%s over HTTP: %d %+v", api, status, resp)
+		}
+		resp, _ = Call(context.Background(), eng, api, []byte(strings.Replace(body, auth, "{", 1)), false)
+		if data, _ := resp.Data.(TaskData); !resp.Result || data.TaskID != "GSETASK:20261122000000:000000000001" {
+			t.Errorf("%s called without waiting: %+v", api, resp)
+		}
+	}
+	if len(eng.started) != 4 {
+		t.Fatalf("%d tasks started, want 4", len(eng.started))
 	}
 }

@@ -118,7 +118,7 @@ func checkItem(t *testing.T, api string, it proc.Item) {
 		len(tg.AgentID) > MaxAgentIDBytes || hasSpaceOrControl(tg.AgentID) {
 		t.Fatalf("target %+v", it.Target)
 	}
-	if validateName("n", it.Process.Namespace) != nil || validateName("n", it.Process.Name) != nil {
+	if validateName("n", it.Process.Namespace) != nil || validateProcessName("n", it.Process.Name) != nil {
 		t.Fatalf("process %+v", it.Process)
 	}
 	// A key must read back as what it was built from (IPv6 addresses

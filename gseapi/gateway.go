@@ -72,7 +72,7 @@ func CallAs(ctx context.Context, e Engine, api string, body []byte, wait bool, g
 	if g != nil {
 		t.Caller = g.Caller
 	}
-	if err := StoreFiles(t, storeOf(e)); err != nil {
+	if err := StoreFiles(ctx, t, storeOf(e)); err != nil {
 		return Failure(0, err), OutcomeBadRequest
 	}
 	resolveAgents(e, t.Items)

@@ -157,10 +157,8 @@ func decodeProcInfos(infos []ProcInfo, manage bool) ([]decodedProc, error) {
 		if p.ValueKey != "" {
 			name, nameField = p.ValueKey, "value_key"
 		}
-		if err := validateName(f+"."+nameField, name); err != nil {
-			fe := err.(*FieldError)
-			fe.Rule += " (it is the process name in result keys)"
-			return nil, fe
+		if err := validateProcessName(f+"."+nameField, name); err != nil {
+			return nil, err
 		}
 		if len(p.IPList) == 0 {
 			return nil, fieldErr(f+".ip_list", "is required and must list at least one IP")

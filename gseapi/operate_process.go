@@ -96,7 +96,7 @@ func validateMeta(field string, m Meta) error {
 	if err := validateName(field+".namespace", m.Namespace); err != nil {
 		return err
 	}
-	if err := validateName(field+".name", m.Name); err != nil {
+	if err := validateProcessName(field+".name", m.Name); err != nil {
 		return err
 	}
 	for k, v := range m.Labels {
@@ -111,9 +111,10 @@ func validateMeta(field string, m Meta) error {
 	return nil
 }
 
-// validateName keeps namespace and name usable inside result keys
-// (':'-separated) and as path components. Anything else, quotes and spaces
-// included, is allowed and handled literally.
+// validateName keeps a namespace usable inside result keys
+// (':'-separated) and before the '/' of the DroverProcess search attribute
+// (namespace/name). Anything else, quotes and spaces included, is allowed
+// and handled literally.
 func validateName(field, v string) error {
 	switch {
 	case v == "":
@@ -129,6 +130,32 @@ func validateName(field, v string) error {
 		if unicode.IsControl(c) {
 			return fieldErr(field, "must not contain control characters")
 		}
+	}
+	return nil
+}
+
+// MaxProcessNameBytes bounds a process name: a value_key is often a path
+// (setup_path/proc_name), and namespace/name is a search attribute value,
+// which Temporal keeps under 2 KB.
+const MaxProcessNameBytes = 1024
+
+// validateProcessName is the rule for the name in result keys: meta.name,
+// or an operate_proc value_key (else proc_name). A '/' is allowed, as in
+// the documented default value_key, setup_path/proc_name. A ':' is not:
+// callers split the key bk_cloud_id:bk_supplier_id:ip:namespace:name on
+// it, and would read another process's key.
+func validateProcessName(field, v string) error {
+	switch {
+	case v == "":
+		return fieldErr(field, "is required and must not be empty")
+	case len(v) > MaxProcessNameBytes:
+		return fieldErr(field, "is %d bytes; at most %d", len(v), MaxProcessNameBytes)
+	case v == "." || v == "..":
+		return fieldErr(field, "must not be %q", v)
+	case strings.Contains(v, ":"):
+		return fieldErr(field, "must not contain ':' (%q): it is the process name in result keys (bk_cloud_id:bk_supplier_id:ip:namespace:name), which callers split on ':'", v)
+	case hasControl(v):
+		return fieldErr(field, "must not contain control characters")
 	}
 	return nil
 }

@@ -87,7 +87,7 @@ func TestDecodeRejects(t *testing.T) {
 		{"namespace with slash", `{"meta":{"namespace":"../etc","name":"p"},"hosts":[` + host + `],"op_type":2}`, "meta.namespace"},
 		{"namespace dotdot", `{"meta":{"namespace":"..","name":"p"},"hosts":[` + host + `],"op_type":2}`, "meta.namespace"},
 		{"name with newline", `{"meta":{"namespace":"gse","name":"a\nb"},"hosts":[` + host + `],"op_type":2}`, "meta.name"},
-		{"name too long", `{"meta":{"namespace":"gse","name":"` + strings.Repeat("x", 129) + `"},"hosts":[` + host + `],"op_type":2}`, "meta.name"},
+		{"name too long", `{"meta":{"namespace":"gse","name":"` + strings.Repeat("x", MaxProcessNameBytes+1) + `"},"hosts":[` + host + `],"op_type":2}`, "meta.name"},
 		{"label an object", `{"meta":{"namespace":"gse","name":"p","labels":{"a":{}}},"hosts":[` + host + `],"op_type":2}`, "meta.labels.a"},
 		{"label an array", `{"meta":{"namespace":"gse","name":"p","labels":{"a":[1]}},"hosts":[` + host + `],"op_type":2}`, "meta.labels.a"},
 		{"agent_id_list empty", `{` + meta + `,"agent_id_list":[],"op_type":2}`, "agent_id_list"},

@@ -132,7 +132,7 @@ func DecodeSyncQuery(body []byte) (*SyncQuery, error) {
 		return nil, err
 	}
 	if r.Meta.Name != "" {
-		if err := validateName("meta.name", r.Meta.Name); err != nil {
+		if err := validateProcessName("meta.name", r.Meta.Name); err != nil {
 			return nil, err
 		}
 	}

@@ -132,7 +132,7 @@ func (in specInput) build() (proc.Spec, error) {
 		return s, err
 	}
 	if in.valueKey.v != "" {
-		if err := validateName(in.valueKey.field, in.valueKey.v); err != nil {
+		if err := validateProcessName(in.valueKey.field, in.valueKey.v); err != nil {
 			return s, err
 		}
 	}

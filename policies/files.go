@@ -25,9 +25,16 @@ func FileOpDeadline(total int64) time.Duration {
 const (
 	// LogReadMax is how much of the end of a log `starter logs` reads.
 	LogReadMax = 1 << 20
-	// LogTailDefault and LogTailMax bound --tail.
-	LogTailDefault = 20
-	LogTailMax     = 10000
+	// LogTailDefault and LogTailMax bound --tail; the default tail is
+	// also at most LogTailDefaultBytes.
+	LogTailDefault      = 20
+	LogTailMax          = 10000
+	LogTailDefaultBytes = 2 << 10
+	// LogInlineMax bounds a tail that comes back in its result, as the
+	// result is encoded in the task's history: a chunk of 500 hosts stays
+	// well within a 2 MB payload. A longer tail goes through the content
+	// store.
+	LogInlineMax = 4 << 10
 	// FailureLogLines and FailureLogBytes bound the log tail a failed
 	// start or restart attaches to its error_msg.
 	FailureLogLines = 20

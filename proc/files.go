@@ -69,12 +69,14 @@ func (f FileOp) ThenOp() (OpType, bool) {
 }
 
 // LogContent is the content of an OpLogs result: where the tail was read
-// and the reference to it in the content store.
+// and the tail itself (Text), or, for one too long to carry, its reference
+// in the content store (Tail).
 type LogContent struct {
-	Path      string  `json:"path"`
-	Lines     int     `json:"lines"`
-	Truncated bool    `json:"truncated,omitempty"`
-	Tail      FileRef `json:"tail"`
+	Path      string   `json:"path"`
+	Lines     int      `json:"lines"`
+	Truncated bool     `json:"truncated,omitempty"`
+	Text      string   `json:"text,omitempty"`
+	Tail      *FileRef `json:"tail,omitempty"`
 }
 
 // CheckRemotePath is the rule for a path a file op writes or reads: absolute,

@@ -8,13 +8,30 @@ import (
 	"github.com/drover-sh/drover/activities"
 )
 
+// workflowDefinitions are drover's workflows under their registered names:
+// a worker runs them, and the replay tests replay the histories of each.
+var workflowDefinitions = []struct {
+	Fn   any
+	Name string
+}{
+	{Operate, OperateWorkflowName}, {Host, HostWorkflowName}, {WatchShard, WatchShardWorkflowName},
+	{Rollout, RolloutWorkflowName}, {RolloutChunk, RolloutChunkWorkflowName},
+}
+
+// workflowRegistry is what takes workflows: a worker, a replayer.
+type workflowRegistry interface {
+	RegisterWorkflowWithOptions(w any, options workflow.RegisterOptions)
+}
+
+func registerWorkflows(r workflowRegistry) {
+	for _, d := range workflowDefinitions {
+		r.RegisterWorkflowWithOptions(d.Fn, workflow.RegisterOptions{Name: d.Name})
+	}
+}
+
 // Register puts drover's workflows and activities on a worker.
 func Register(w worker.Worker, acts *activities.Activities, d *Dispatcher) {
-	w.RegisterWorkflowWithOptions(Operate, workflow.RegisterOptions{Name: OperateWorkflowName})
-	w.RegisterWorkflowWithOptions(Host, workflow.RegisterOptions{Name: HostWorkflowName})
-	w.RegisterWorkflowWithOptions(WatchShard, workflow.RegisterOptions{Name: WatchShardWorkflowName})
-	w.RegisterWorkflowWithOptions(Rollout, workflow.RegisterOptions{Name: RolloutWorkflowName})
-	w.RegisterWorkflowWithOptions(RolloutChunk, workflow.RegisterOptions{Name: RolloutChunkWorkflowName})
+	registerWorkflows(w)
 	w.RegisterActivity(acts)
 	w.RegisterActivity(d)
 }

@@ -57,26 +57,57 @@ func replayFile(path string) error {
 		return err
 	}
 	r := worker.NewWorkflowReplayer()
-	r.RegisterWorkflowWithOptions(Operate, workflow.RegisterOptions{Name: OperateWorkflowName})
-	r.RegisterWorkflowWithOptions(Host, workflow.RegisterOptions{Name: HostWorkflowName})
-	r.RegisterWorkflowWithOptions(WatchShard, workflow.RegisterOptions{Name: WatchShardWorkflowName})
+	registerWorkflows(r)
 	return r.ReplayWorkflowHistoryWithOptions(nil, h, worker.ReplayWorkflowHistoryOptions{
 		OriginalExecution: workflow.Execution{ID: originalID(h)},
 	})
 }
 
-// originalID is the ID a chunked task ran under, read back from its first
-// chunk's ID (<task id>/chunk-0): a JSON history does not name its own
-// workflow. Other histories replay under the replayer's own ID.
+// originalID is the ID a workflow that names its children after itself
+// ran under, read back from a child's ID (<task id>/chunk-0 of a chunked
+// task, <task id>/batch-1 of a rollout): a JSON history does not name its
+// own workflow. Other histories replay under the replayer's own ID.
 func originalID(h *historypb.History) string {
 	for _, ev := range h.GetEvents() {
 		if ev.GetEventType() != enumspb.EVENT_TYPE_START_CHILD_WORKFLOW_EXECUTION_INITIATED {
 			continue
 		}
 		id := ev.GetStartChildWorkflowExecutionInitiatedEventAttributes().GetWorkflowId()
-		if i := strings.LastIndex(id, "/chunk-"); i > 0 {
-			return id[:i]
+		for _, sep := range []string{"/chunk-", "/batch-"} {
+			if i := strings.LastIndex(id, sep); i > 0 {
+				return id[:i]
+			}
 		}
 	}
 	return ""
+}
+
+// TestReplayCorpusCoversEveryWorkflow: every workflow a worker runs has
+// recorded histories in the corpus, so a change to any of them that would
+// break a running one fails the replay. A rollout can wait days for its
+// approval, across upgrades, as a host workflow does.
+func TestReplayCorpusCoversEveryWorkflow(t *testing.T) {
+	files, err := filepath.Glob(filepath.Join("testdata", "histories", "*.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	recorded := map[string][]string{}
+	for _, f := range files {
+		fh, err := os.Open(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		h, err := client.HistoryFromJSON(fh, client.HistoryJSONOptions{})
+		fh.Close()
+		if err != nil {
+			t.Fatalf("%s: %v", f, err)
+		}
+		name := h.GetEvents()[0].GetWorkflowExecutionStartedEventAttributes().GetWorkflowType().GetName()
+		recorded[name] = append(recorded[name], filepath.Base(f))
+	}
+	for _, d := range workflowDefinitions {
+		if len(recorded[d.Name]) == 0 {
+			t.Errorf("no recorded history of %s in testdata/histories (record one: DROVER_RECORD_HISTORIES, see the README's upgrades section)", d.Name)
+		}
+	}
 }

@@ -1,10 +1,13 @@
 package cli
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -14,13 +17,35 @@ import (
 	"github.com/drover-sh/drover/proc"
 )
 
-// contentStore is the configured content store, nil when files_dir is not
-// set (pushes are then refused).
-func contentStore(cfg config.Config) gseapi.ContentStore {
-	if cfg.FilesDir == "" {
-		return nil
+// openStore opens the configured content store (see filestore.Locate).
+func openStore(ctx context.Context, cfg config.Config) (filestore.Store, error) {
+	l, err := cfg.Store()
+	if err != nil {
+		return filestore.Store{}, err
 	}
-	return filestore.Store{Dir: cfg.FilesDir}
+	return filestore.Open(ctx, l)
+}
+
+// openServingStore opens the content store of a long-running process (the
+// worker, the HTTP server). An object store it cannot reach now is logged,
+// not fatal: it may come back before the first file op needs it. Nor is a
+// default directory it cannot make (no home, a read-only one): it runs
+// without a store, and its file ops fail saying so.
+func openServingStore(cfg config.Config, logger *slog.Logger) (filestore.Store, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	store, err := openStore(ctx, cfg)
+	if err != nil && cfg.ContentStore == "" && cfg.FilesDir == "" {
+		logger.Warn("no content store: config push, repair and long log tails fail until content_store is set", "err", err)
+		return filestore.Store{}, nil
+	}
+	if err != nil {
+		return store, err
+	}
+	if err := store.Check(ctx); err != nil {
+		logger.Warn("content store not reachable: config push, repair and long log tails fail until it is", "err", err)
+	}
+	return store, nil
 }
 
 func newConfigCommand() *cobra.Command {
@@ -36,8 +61,8 @@ func newConfigCommand() *cobra.Command {
 		Short: "Write config files on hosts over SFTP as the process's account, record their md5, then optionally reload or restart",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return runFilesTask(cmd, gseapi.APIPushConfig, push, func(cfg config.Config, req map[string]any) error {
-				return pushBody(cfg, req, files, then)
+			return runFilesTask(cmd, gseapi.APIPushConfig, push, func(store filestore.Store, req map[string]any) error {
+				return pushBody(cmd.Context(), store, req, files, then)
 			})
 		},
 	}
@@ -62,7 +87,7 @@ func newConfigCommand() *cobra.Command {
 
 // runFilesTask builds a file API's body (meta, hosts, and what fill adds),
 // decodes it as any caller's, stores its contents, and runs it.
-func runFilesTask(cmd *cobra.Command, api string, f verbFlags, fill func(config.Config, map[string]any) error) error {
+func runFilesTask(cmd *cobra.Command, api string, f verbFlags, fill func(filestore.Store, map[string]any) error) error {
 	if err := checkOutput(f.output); err != nil {
 		return err
 	}
@@ -71,15 +96,17 @@ func runFilesTask(cmd *cobra.Command, api string, f verbFlags, fill func(config.
 	if err != nil {
 		return bad(err)
 	}
-	if cfg.FilesDir == "" && api != gseapi.APIRepairConfig {
-		return bad(fmt.Errorf("--files-dir: %w", filestore.ErrNotConfigured))
-	}
 	req, err := metaHostsBody(cfg, f)
 	if err != nil {
 		return bad(err)
 	}
+	store, err := openStore(cmd.Context(), cfg)
+	if err != nil {
+		return bad(err)
+	}
+	defer store.Close()
 	if fill != nil {
-		if err := fill(cfg, req); err != nil {
+		if err := fill(store, req); err != nil {
 			return bad(err)
 		}
 	}
@@ -91,23 +118,22 @@ func runFilesTask(cmd *cobra.Command, api string, f verbFlags, fill func(config.
 	if err != nil {
 		return bad(err)
 	}
-	if err := gseapi.StoreFiles(task, contentStore(cfg)); err != nil {
+	if err := gseapi.StoreFiles(cmd.Context(), task, store); err != nil {
 		return bad(err)
 	}
 	print := printRecap
 	if api == gseapi.APITailLog {
-		print = logsPrinter(filestore.Store{Dir: cfg.FilesDir})
+		print = logsPrinter(cmd.Context(), store)
 	}
 	return runTask(cmd, cfg, task, f, nil, print)
 }
 
 // pushBody adds the files to push: each path is checked and each file's
 // size refused over the limit before anything is read or stored.
-func pushBody(cfg config.Config, req map[string]any, specs []string, then string) error {
+func pushBody(ctx context.Context, store filestore.Store, req map[string]any, specs []string, then string) error {
 	if len(specs) == 0 {
 		return errors.New("--file: at least one LOCAL:REMOTE[:MODE] is required")
 	}
-	store := filestore.Store{Dir: cfg.FilesDir}
 	var files []map[string]any
 	for i, s := range specs {
 		local, remote, mode, err := parseFileFlag(s)
@@ -117,7 +143,7 @@ func pushBody(cfg config.Config, req map[string]any, specs []string, then string
 		if _, err := proc.CheckRemotePath(remote); err != nil {
 			return fmt.Errorf("--file[%d] %q: remote path %w", i, s, err)
 		}
-		ref, err := store.PutFile(local)
+		ref, err := store.PutFile(ctx, local)
 		if err != nil {
 			return fmt.Errorf("--file[%d] %s: %w", i, local, err)
 		}

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -10,7 +11,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/drover-sh/drover/gseapi"
-	"github.com/drover-sh/drover/internal/config"
 	"github.com/drover-sh/drover/internal/filestore"
 	"github.com/drover-sh/drover/policies"
 	"github.com/drover-sh/drover/proc"
@@ -25,8 +25,11 @@ func newLogsCommand() *cobra.Command {
 		Short: "Print the tail of a process's log_path from each host (read over SFTP as its account)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return runFilesTask(cmd, gseapi.APITailLog, f, func(_ config.Config, req map[string]any) error {
-				req["tail"] = tail
+			return runFilesTask(cmd, gseapi.APITailLog, f, func(_ filestore.Store, req map[string]any) error {
+				if cmd.Flags().Changed("tail") {
+					// Absent, the default tail: 20 lines, at most 2 KB.
+					req["tail"] = tail
+				}
 				if grep != "" {
 					req["grep"] = grep
 				}
@@ -35,7 +38,8 @@ func newLogsCommand() *cobra.Command {
 		},
 	}
 	addVerbFlags(cmd, &f)
-	cmd.Flags().IntVarP(&tail, "tail", "n", policies.LogTailDefault, fmt.Sprintf("last lines to print (at most %d; read from the last %d KiB of the log)", policies.LogTailMax, policies.LogReadMax>>10))
+	cmd.Flags().IntVarP(&tail, "tail", "n", policies.LogTailDefault, fmt.Sprintf("last lines to print (at most %d; read from the last %d KiB of the log; by default at most %d KiB)",
+		policies.LogTailMax, policies.LogReadMax>>10, policies.LogTailDefaultBytes>>10))
 	cmd.Flags().StringVar(&grep, "grep", "", "print only lines matching this regular expression (RE2)")
 	return cmd
 }
@@ -49,10 +53,10 @@ type logEntry struct {
 	Lines   []string  `json:"lines,omitempty"`
 }
 
-// logsPrinter prints each host's tail, read from the content store where
-// the worker left it, and removes it once printed: log lines travel
-// through files_dir, never through a workflow's history.
-func logsPrinter(store filestore.Store) func(io.Writer, *gseapi.Task, map[string]proc.HostResult, string) error {
+// logsPrinter prints each host's tail: from its result, or, for a long
+// one, from the content store where the worker left it. A tail it cannot
+// read turns its host's result into 9199, so the exit code counts it.
+func logsPrinter(ctx context.Context, store filestore.Store) func(io.Writer, *gseapi.Task, map[string]proc.HostResult, string) error {
 	return func(w io.Writer, task *gseapi.Task, res map[string]proc.HostResult, format string) error {
 		var entries []logEntry
 		for _, it := range task.Items {
@@ -60,12 +64,15 @@ func logsPrinter(store filestore.Store) func(io.Writer, *gseapi.Task, map[string
 			e := logEntry{Key: it.Key(), Code: r.Code, Message: r.Message}
 			var lc proc.LogContent
 			if r.Code == proc.CodeSuccess && json.Unmarshal([]byte(r.Content), &lc) == nil {
-				text, err := store.ReadAll(lc.Tail)
+				text, err := lc.Text, error(nil)
+				if lc.Tail != nil {
+					text, err = store.ReadTail(ctx, *lc.Tail)
+				}
 				if err != nil {
-					e.Code, e.Message = proc.CodeInternal, fmt.Sprintf("read the tail from files_dir: %v", err)
+					e.Code, e.Message = proc.CodeInternal, fmt.Sprintf("read the tail: %v", err)
+					res[it.Key()] = proc.HostResult{Code: e.Code, Message: e.Message}
 				} else {
-					e.Path, e.Lines = lc.Path, splitLines(string(text))
-					_ = store.Remove(lc.Tail.SHA256)
+					e.Path, e.Lines = lc.Path, splitLines(text)
 				}
 			}
 			entries = append(entries, e)

@@ -53,14 +53,19 @@ func newServeCommand() *cobra.Command {
 				return &ExitError{Code: ExitUnavailable, Err: err}
 			}
 			defer c.Close()
+			store, err := openServingStore(cfg, logger)
+			if err != nil {
+				return &ExitError{Code: ExitBadRequest, Err: err}
+			}
+			defer store.Close()
 			ln, err := net.Listen("tcp", listen)
 			if err != nil {
 				return &ExitError{Code: ExitBadRequest, Err: fmt.Errorf("--listen %s: %w", listen, err)}
 			}
-			g := &gseapi.Gateway{Engine: engine(c, cfg, inv), Apps: apps, Logger: logger, Timeout: timeout}
+			g := &gseapi.Gateway{Engine: engineWith(c, cfg, inv, store), Apps: apps, Logger: logger, Timeout: timeout}
 			srv := &http.Server{Handler: g.Handler(), ReadHeaderTimeout: 10 * time.Second, ReadTimeout: time.Minute,
 				WriteTimeout: timeout + 30*time.Second, IdleTimeout: 2 * time.Minute}
-			logger.Info("serving the GSE APIs", "listen", ln.Addr().String(), "apps", len(apps))
+			logger.Info("serving the GSE APIs", "listen", ln.Addr().String(), "apps", len(apps), "content_store", store.Location().String())
 			return serveUntilSignal(cmd, srv, ln, live)
 		},
 	}

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -17,6 +18,7 @@ import (
 
 	"github.com/drover-sh/drover/gseapi"
 	"github.com/drover-sh/drover/internal/config"
+	"github.com/drover-sh/drover/internal/version"
 	"github.com/drover-sh/drover/inventory"
 )
 
@@ -58,7 +60,24 @@ func NewStarter(out, errOut io.Writer) *cobra.Command {
 	root.AddCommand(newAPICommand(), newResultCommand(), newEventsCommand(), newServeCommand(), newHostsCommand(), newCodecServerCommand(), newPsCommand(),
 		newEnsureCommand(), newRolloutCommand(), newConfigCommand(), newLogsCommand(), newHostCommand(), newCancelCommand())
 	root.AddCommand(newVerbCommands()...)
+	addVersion(root)
 	return root
+}
+
+// addVersion gives a binary's root command --version and a version
+// command, both printing the build (see internal/version).
+func addVersion(root *cobra.Command) {
+	root.Version = version.Get().String()
+	root.SetVersionTemplate(root.Name() + " {{.Version}}\n")
+	root.AddCommand(&cobra.Command{
+		Use:   "version",
+		Short: "Print the version and commit this binary was built from",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			_, err := fmt.Fprintf(cmd.OutOrStdout(), "%s %s\n", root.Name(), root.Version)
+			return err
+		},
+	})
 }
 
 // Execute runs the starter and returns the process exit code.
@@ -148,7 +167,16 @@ func callAPI(ctx context.Context, cmd *cobra.Command, cfg config.Config, name st
 	if err != nil {
 		return &ExitError{Code: ExitBadRequest, Err: err}
 	}
-	resp, outcome := gseapi.Call(ctx, engine(c, cfg, inv), name, body, f.wait)
+	eng := engine(c, cfg, inv)
+	if slices.Contains(gseapi.FileAPIs, name) {
+		store, err := openStore(ctx, cfg)
+		if err != nil {
+			return &ExitError{Code: ExitBadRequest, Err: err}
+		}
+		defer store.Close()
+		eng.Files = store
+	}
+	resp, outcome := gseapi.Call(ctx, eng, name, body, f.wait)
 	return finish(cmd, resp, outcome)
 }
 

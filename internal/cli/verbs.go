@@ -81,8 +81,8 @@ func addVerbFlags(cmd *cobra.Command, f *verbFlags) {
 	fl.StringVar(&f.namespace, "namespace", "", "process namespace (meta.namespace)")
 	fl.StringVar(&f.name, "name", "", "process name (meta.name)")
 	fl.StringVar(&f.hosts, "hosts", "all", hostsUsage)
-	fl.BoolVar(&f.wait, "wait", false, "wait and show progress (the default on a terminal)")
-	fl.BoolVar(&f.noWait, "no-wait", false, "print the task id and return")
+	fl.BoolVar(&f.wait, "wait", false, "wait and show progress (the default on a terminal, and for status and logs everywhere)")
+	fl.BoolVar(&f.noWait, "no-wait", false, "print the task id and return (the default of a write verb whose stderr is not a terminal)")
 	fl.StringVarP(&f.output, "output", "o", "table", "result format: table, wide (status: start time, threads, cmdline), json or yaml")
 	fl.DurationVar(&f.timeout, "timeout", 0, "give up waiting after this long (0: no limit)")
 	completeProcessFlags(cmd)
@@ -155,7 +155,12 @@ func runTask(cmd *cobra.Command, cfg config.Config, task *gseapi.Task, f verbFla
 	}
 	defer c.Close()
 	eng := engine(c, cfg, nil)
-	wait := f.wait || (!f.noWait && isTerminal(cmd.ErrOrStderr())) || gseapi.Synchronous(task.API)
+	// A read verb prints its answer wherever its output goes (a cron job,
+	// a CI step); a write verb waits only on a terminal, and in a script
+	// prints the task id for the script to follow.
+	read := task.Op == proc.OpStatus || task.Op == proc.OpLogs
+	onTerminal := isTerminal(cmd.ErrOrStderr())
+	wait := f.wait || (!f.noWait && (onTerminal || read)) || gseapi.Synchronous(task.API)
 	var id string
 	if roll != nil {
 		id, err = eng.StartRollout(ctx, task, *roll)
@@ -173,7 +178,11 @@ func runTask(cmd *cobra.Command, cfg config.Config, task *gseapi.Task, f verbFla
 		fmt.Fprintln(cmd.OutOrStdout(), id)
 		return nil
 	}
-	res, err := waitWithProgress(ctx, eng, id, len(task.Items), cmd.ErrOrStderr())
+	progress := cmd.ErrOrStderr()
+	if !f.wait && !onTerminal {
+		progress = io.Discard // a script's stderr gets errors, not a progress bar
+	}
+	res, err := waitWithProgress(ctx, eng, id, len(task.Items), progress)
 	if err != nil {
 		return &ExitError{Code: ExitUnavailable, Err: err}
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"os"
 	"sync"
 	"time"
 
@@ -18,6 +19,7 @@ import (
 	"github.com/drover-sh/drover/internal/config"
 	"github.com/drover-sh/drover/internal/filestore"
 	"github.com/drover-sh/drover/internal/metrics"
+	"github.com/drover-sh/drover/internal/version"
 	"github.com/drover-sh/drover/inventory"
 	"github.com/drover-sh/drover/policies"
 	"github.com/drover-sh/drover/transport"
@@ -26,17 +28,20 @@ import (
 
 // Dial connects to Temporal with the configured address and namespace.
 func Dial(cfg config.Config, logger *slog.Logger) (client.Client, error) {
-	return dialWithMetrics(cfg, logger, nil)
+	return dialWithMetrics(cfg, logger, nil, "")
 }
 
 // engine is the task engine of the starter's commands and the HTTP
 // server: it decodes host workflows' memos as the client encodes payloads,
-// and with an inventory it maps agent ids and keeps pushed contents.
+// and with an inventory it maps agent ids.
 func engine(c client.Client, cfg config.Config, inv *inventory.Inventory) *workflows.Engine {
-	e := &workflows.Engine{Client: c, TaskQueue: cfg.TaskQueue, DataConverter: dataConverter(cfg)}
-	if inv != nil {
-		e.Inventory, e.Files = inv, contentStore(cfg)
-	}
+	return &workflows.Engine{Client: c, TaskQueue: cfg.TaskQueue, Inventory: inv, DataConverter: dataConverter(cfg)}
+}
+
+// engineWith is engine keeping pushed contents in store.
+func engineWith(c client.Client, cfg config.Config, inv *inventory.Inventory, store gseapi.ContentStore) *workflows.Engine {
+	e := engine(c, cfg, inv)
+	e.Files = store
 	return e
 }
 
@@ -49,14 +54,16 @@ func dataConverter(cfg config.Config) converter.DataConverter {
 	return opts.DataConverter
 }
 
-// dialWithMetrics is Dial reporting the SDK's metrics to handler, if any.
-func dialWithMetrics(cfg config.Config, logger *slog.Logger, handler client.MetricsHandler) (client.Client, error) {
+// dialWithMetrics is Dial reporting the SDK's metrics to handler, if any,
+// under identity (the SDK's pid@host when empty).
+func dialWithMetrics(cfg config.Config, logger *slog.Logger, handler client.MetricsHandler, identity string) (client.Client, error) {
 	opts, err := cfg.ClientOptions()
 	if err != nil {
 		return nil, err
 	}
 	opts.Logger = tlog.NewStructuredLogger(logger)
 	opts.MetricsHandler = handler
+	opts.Identity = identity
 	c, err := client.Dial(opts)
 	if err != nil {
 		return nil, fmt.Errorf("cannot reach Temporal at %s: %w", cfg.TemporalAddress, err)
@@ -85,12 +92,17 @@ type Worker struct {
 	// watches serves supervision's watch queue with its own slots.
 	watches     worker.Worker
 	stopMetrics context.CancelFunc
+	store       filestore.Store
 	once        sync.Once
 }
 
 // StartWorker loads the inventory, opens the SSH pool and starts polling.
 func StartWorker(cfg config.Config, logger *slog.Logger) (*Worker, error) {
 	inv, err := inventory.Load(cfg.Inventory)
+	if err != nil {
+		return nil, err
+	}
+	store, err := openServingStore(cfg, logger)
 	if err != nil {
 		return nil, err
 	}
@@ -101,6 +113,7 @@ func StartWorker(cfg config.Config, logger *slog.Logger) (*Worker, error) {
 			logger.Warn("host key trusted on first use", "host", addr, "key", fingerprint, "known_hosts", inv.KnownHosts())
 		}})
 	if err != nil {
+		_ = store.Close()
 		return nil, err
 	}
 	// Activities, the dispatcher and supervision read inv at each lookup:
@@ -109,9 +122,10 @@ func StartWorker(cfg config.Config, logger *slog.Logger) (*Worker, error) {
 		return ssh.UseKnownHosts(next.KnownHosts())
 	})
 	m := metrics.New(ssh.Stats)
-	c, err := dialWithMetrics(cfg, logger, m.SDK)
+	c, err := dialWithMetrics(cfg, logger, m.SDK, WorkerIdentity())
 	if err != nil {
 		_ = ssh.Close()
+		_ = store.Close()
 		return nil, err
 	}
 	w := worker.New(c, cfg.TaskQueue, worker.Options{
@@ -128,7 +142,7 @@ func StartWorker(cfg config.Config, logger *slog.Logger) (*Worker, error) {
 	})
 	winrm := transport.NewWinRM(transport.WinRMOptions{})
 	acts := &activities.Activities{Inventory: inv, Runner: m.Track(transport.Multi{SSH: ssh, WinRM: winrm}),
-		Files: transport.Multi{SSH: ssh, WinRM: winrm}, Store: filestore.Store{Dir: cfg.FilesDir}, Hosts: workflows.HostLink{Client: c}}
+		Files: transport.Multi{SSH: ssh, WinRM: winrm}, Store: store, Hosts: workflows.HostLink{Client: c}}
 	workflows.Register(w, acts, &workflows.Dispatcher{Client: c, TaskQueue: cfg.TaskQueue, Inventory: inv, Acts: acts, DataConverter: dataConverter(cfg),
 		Supervision: workflows.Supervision{Interval: cfg.SuperviseInterval, LimitPolls: cfg.LimitPolls,
 			TimeZone: cfg.CrontabZone(), WatchQueue: cfg.WatchQueue(), WatchShards: cfg.WatchShards, Off: cfg.NoSupervision}})
@@ -142,8 +156,7 @@ func StartWorker(cfg config.Config, logger *slog.Logger) (*Worker, error) {
 	watches := worker.New(c, cfg.WatchQueue(), worker.Options{MaxConcurrentActivityExecutionSize: cfg.MaxConcurrentWatches,
 		DisableWorkflowWorker: true, WorkerStopTimeout: watchStopTimeout, MaxConcurrentActivityTaskPollers: 1})
 	workflows.RegisterWatch(watches, acts)
-	wk := &Worker{Client: c, SSH: ssh, WinRM: winrm, Metrics: m, Inventory: inv, live: live,
-		w: w, watches: watches, stopMetrics: func() {}}
+	wk := &Worker{Client: c, SSH: ssh, WinRM: winrm, Metrics: m, Inventory: inv, live: live, store: store, w: w, watches: watches, stopMetrics: func() {}}
 	if cfg.MetricsListen != "" {
 		ln, err := net.Listen("tcp", cfg.MetricsListen)
 		if err != nil {
@@ -178,6 +191,14 @@ func StartWorker(cfg config.Config, logger *slog.Logger) (*Worker, error) {
 	return wk, nil
 }
 
+// WorkerIdentity is how a worker names itself to Temporal (pollers, task
+// history, `temporal task-queue describe`): the SDK's pid@host plus the
+// build, so an upgrade shows which workers still run the old one.
+func WorkerIdentity() string {
+	host, _ := os.Hostname()
+	return fmt.Sprintf("%d@%s drover-worker %s", os.Getpid(), host, version.Get().Short())
+}
+
 // Reload reads the inventory again, as SIGHUP asks; on an error the last
 // good one stays in use.
 func (w *Worker) Reload() error { return w.live.Reload() }
@@ -201,6 +222,7 @@ func (w *Worker) Stop() {
 		_ = w.WinRM.Close()
 		w.Client.Close()
 		_ = w.Metrics.Close()
+		_ = w.store.Close()
 	})
 }
 
@@ -210,8 +232,9 @@ func RunWorker(ctx context.Context, cfg config.Config, logger *slog.Logger) erro
 	if err != nil {
 		return err
 	}
-	logger.Info("worker started", "temporal", cfg.TemporalAddress, "namespace", cfg.TemporalNamespace,
-		"task_queue", cfg.TaskQueue, "watch_task_queue", cfg.WatchQueue(), "inventory", cfg.Inventory, "metrics", w.MetricsAddr)
+	logger.Info("worker started", "version", version.Get().String(), "temporal", cfg.TemporalAddress, "namespace", cfg.TemporalNamespace,
+		"task_queue", cfg.TaskQueue, "watch_task_queue", cfg.WatchQueue(), "inventory", cfg.Inventory, "metrics", w.MetricsAddr,
+		"content_store", w.store.Location().String())
 	reloadOnHangup(ctx, w.live)
 	<-ctx.Done()
 	logger.Info("worker stopping: no new work is taken; running host ops finish first")

@@ -33,6 +33,7 @@ func NewWorker() *cobra.Command {
 	}
 	config.AddFlags(cmd.PersistentFlags())
 	config.AddWorkerFlags(cmd.Flags())
+	addVersion(cmd)
 	cmd.AddCommand(&cobra.Command{
 		Use:   "setup",
 		Short: "Register drover's search attributes in the Temporal namespace (once per cluster)",

@@ -18,6 +18,7 @@ import (
 	"github.com/knadh/koanf/v2"
 	"github.com/spf13/pflag"
 
+	"github.com/drover-sh/drover/internal/filestore"
 	"github.com/drover-sh/drover/policies"
 )
 
@@ -95,9 +96,17 @@ type Config struct {
 	PollerAutoscaling bool `koanf:"poller_autoscaling"`
 	// MetricsListen is where the worker serves Prometheus /metrics; empty is off.
 	MetricsListen string `koanf:"metrics_listen"`
-	// FilesDir is the content store the starter and the worker share:
-	// pushed files and log tails, by sha256. Empty: no file ops.
-	FilesDir string `koanf:"files_dir"`
+	// ContentStore is the content store starters, the HTTP server and
+	// workers share (pushed files and long log tails, by sha256): an
+	// s3:// or file:// URL. FilesDir names a directory instead. With
+	// neither, a per-user directory (filestore.DefaultDir).
+	ContentStore string `koanf:"content_store"`
+	FilesDir     string `koanf:"files_dir"`
+}
+
+// Store is where the content store is.
+func (c Config) Store() (filestore.Location, error) {
+	return filestore.Locate(c.ContentStore, c.FilesDir)
 }
 
 // HostZone is the supervise_timezone that means each host's own zone.
@@ -213,7 +222,8 @@ func AddFlags(fs *pflag.FlagSet) {
 	fs.String("api-key-env", "", "name of the env var holding a Temporal API key (env DROVER_API_KEY_ENV)")
 	fs.String("codec-key-file", "", "file holding the payload encryption key (env DROVER_CODEC_KEY_FILE)")
 	fs.String("codec-key-env", "", "name of the env var holding the payload encryption key (env DROVER_CODEC_KEY_ENV)")
-	fs.String("files-dir", "", "content store shared by starter and worker, for config push and logs (env DROVER_FILES_DIR)")
+	fs.String("content-store", "", "content store shared by starters, the HTTP server and workers, for config push and logs: s3://BUCKET?region=... or file:///DIR (env DROVER_CONTENT_STORE; default a directory of this user's)")
+	fs.String("files-dir", "", "content store as a directory: the same as --content-store file://DIR (env DROVER_FILES_DIR)")
 }
 
 // AddWorkerFlags registers the settings only a worker acts on: how it
@@ -338,7 +348,27 @@ func (c Config) validate() error {
 	if c.LogFormat != "text" && c.LogFormat != "json" {
 		return fmt.Errorf("log_format %q: must be text or json", c.LogFormat)
 	}
+	if _, err := c.level(); err != nil {
+		return err
+	}
+	if c.ContentStore != "" || c.FilesDir != "" {
+		// The default is found when the store is opened: a worker
+		// that does no file ops starts without one.
+		if _, err := c.Store(); err != nil {
+			return err
+		}
+	}
 	return nil
+}
+
+// level is log_level as slog reads it; a name slog does not know (a typo
+// such as inf0) is refused rather than read as info.
+func (c Config) level() (slog.Level, error) {
+	var lvl slog.Level
+	if err := lvl.UnmarshalText([]byte(c.LogLevel)); err != nil {
+		return 0, fmt.Errorf("log_level %q: must be debug, info, warn or error", c.LogLevel)
+	}
+	return lvl, nil
 }
 
 func (c Config) validateCodec() error {
@@ -353,8 +383,7 @@ func (c Config) validateCodec() error {
 
 // Logger builds the slog logger the settings ask for, writing to stderr.
 func (c Config) Logger() *slog.Logger {
-	var lvl slog.Level
-	_ = lvl.UnmarshalText([]byte(c.LogLevel))
+	lvl, _ := c.level() // checked by Load
 	opts := &slog.HandlerOptions{Level: lvl}
 	if c.LogFormat == "json" {
 		return slog.New(slog.NewJSONHandler(os.Stderr, opts))

@@ -190,3 +190,49 @@ func TestSupervisionSettings(t *testing.T) {
 		t.Fatalf("set: zone %q queue %q (%v)", c.CrontabZone(), c.WatchQueue(), err)
 	}
 }
+
+// A typo in log_level is refused with the field named, as one in
+// log_format is, rather than read as info.
+func TestLogLevelTypoRefused(t *testing.T) {
+	t.Setenv("DROVER_LOG_LEVEL", "inf0")
+	_, err := Load(nil)
+	if err == nil || !strings.Contains(err.Error(), `log_level "inf0"`) || !strings.Contains(err.Error(), "debug, info, warn or error") {
+		t.Fatalf("DROVER_LOG_LEVEL=inf0: %v", err)
+	}
+	for _, ok := range []string{"debug", "INFO", "warn", "error"} {
+		t.Setenv("DROVER_LOG_LEVEL", ok)
+		if _, err := Load(nil); err != nil {
+			t.Errorf("log_level %s: %v", ok, err)
+		}
+	}
+}
+
+// Where the content store is: the per-user default, a files_dir, or a
+// content_store URL; both at once, or a URL with credentials, is refused.
+func TestContentStoreSettings(t *testing.T) {
+	data := t.TempDir()
+	t.Setenv("XDG_DATA_HOME", data)
+	c, err := Load(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l, err := c.Store(); err != nil || l.Dir != filepath.Join(data, "drover", "content") {
+		t.Fatalf("default store: %+v %v", l, err)
+	}
+	t.Setenv("DROVER_CONTENT_STORE", "s3://drover?region=us-east-1")
+	if c, err = Load(nil); err != nil {
+		t.Fatal(err)
+	}
+	if l, _ := c.Store(); l.URL != "s3://drover?region=us-east-1" {
+		t.Fatalf("content_store: %+v", l)
+	}
+	t.Setenv("DROVER_FILES_DIR", "/srv/drover")
+	if _, err := Load(nil); err == nil || !strings.Contains(err.Error(), "content_store and files_dir") {
+		t.Fatalf("both set: %v", err)
+	}
+	t.Setenv("DROVER_FILES_DIR", "")
+	t.Setenv("DROVER_CONTENT_STORE", "s3://AKIA:secret@drover")
+	if _, err := Load(nil); err == nil || !strings.Contains(err.Error(), "must not hold credentials") || strings.Contains(err.Error(), "secret@") {
+		t.Fatalf("credentials in the URL: %v", err)
+	}
+}

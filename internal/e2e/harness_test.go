@@ -48,7 +48,14 @@ func TestMain(m *testing.M) {
 	if testing.Short() {
 		os.Exit(0)
 	}
-	var err error
+	// The default content store is per user: the package's own, not
+	// the home directory's.
+	data, err := os.MkdirTemp("", "drover-e2e-data-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "e2e:", err)
+		os.Exit(1)
+	}
+	os.Setenv("XDG_DATA_HOME", data)
 	server, err = testbed.StartTemporal(testbed.TemporalOptions{SearchAttributes: workflows.SearchAttributeTypes, SQLitePragmas: serverPragmas})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "e2e:", err)
@@ -56,6 +63,7 @@ func TestMain(m *testing.M) {
 	}
 	code := m.Run()
 	_ = server.Stop()
+	_ = os.RemoveAll(data)
 	os.Exit(code)
 }
 

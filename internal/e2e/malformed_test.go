@@ -182,7 +182,8 @@ func malformedRequests(t *testing.T) []malformed {
 		{"empty ip", reg, edited(t, reg, "hosts.0.ip", ""), "hosts[0].ip"},
 		{"status with empty hosts", st, `{"meta":{"namespace":"gse","name":"p"},"hosts":[]}`, "hosts"},
 		// Names.
-		{"name with a slash", op, edited(t, op, "meta.name", "a/b"), "meta.name"},
+		{"name with a colon", op, edited(t, op, "meta.name", "a:b"), "meta.name"},
+		{"value_key with a colon", v1, edited(t, v1, "process_infos.0.value_key", "/data/app:appd"), "process_infos[0].value_key"},
 		{"empty namespace", op, edited(t, op, "meta.namespace", ""), "meta.namespace"},
 		{"proc_name with a slash", reg, edited(t, reg, "spec.identity.proc_name", "../x"), "spec.identity.proc_name"},
 		{"task_id without its prefix", res, `{"task_id":"20180315180551:1000"}`, "task_id"},

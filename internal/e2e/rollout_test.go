@@ -151,6 +151,9 @@ func TestRolloutStopsPastMaxFail(t *testing.T) {
 	if st.State != workflows.RolloutFailed || st.Batch != 3 || st.Batches != 5 || st.NotRun != 9 || st.Failed != 3 {
 		t.Fatalf("status %+v, want failed after batch 3 of 5 with 3 failed and 9 not run", st)
 	}
+	// A canary, then batches until the failure budget ran out.
+	e.recordHistory(id, "rollout-canary-max-fail")
+	e.recordHistory(id+"/batch-1", "rollout-chunk")
 	// The search attributes show it too.
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -209,6 +212,8 @@ func TestRolloutSurvivesWorkerAndServer(t *testing.T) {
 	if st.Done != 20 || st.Failed != 3 || st.NotRun != 0 {
 		t.Fatalf("done: %+v", st)
 	}
+	// Held for approval across a worker's and the server's restart.
+	e.recordHistory(id, "rollout-approval")
 	runs, codes := e.startRuns(t), e.resultCodes(t, id)
 	for i := range runs {
 		want := 0
@@ -294,6 +299,8 @@ func TestRolloutControlsOverCLIAndHTTP(t *testing.T) {
 	if codes := e.resultCodes(t, id); fmt.Sprint(codes) != "[0 9111 9111]" {
 		t.Fatalf("codes after abort: %v", codes)
 	}
+	// Paused, resumed, paused, approved while paused, aborted.
+	e.recordHistory(id, "rollout-pause-abort")
 	if runs := e.startRuns(t); fmt.Sprint(runs) != "[1 0 0]" {
 		t.Fatalf("start_cmd runs after abort: %v", runs)
 	}
@@ -317,6 +324,10 @@ func TestRolloutControlsOverCLIAndHTTP(t *testing.T) {
 	if runs := e.startRuns(t); fmt.Sprint(runs) != "[2 0 0]" {
 		t.Fatalf("start_cmd runs after the second rollout: %v", runs)
 	}
+	if _, err := workflows.WaitOperate(ctx, e.client, id2); err != nil {
+		t.Fatal(err)
+	}
+	e.recordHistory(id2, "rollout-abort-waiting-approval")
 }
 
 // TestRolloutHealthGate: a process that passes its start check but dies
@@ -343,4 +354,5 @@ func TestRolloutHealthGate(t *testing.T) {
 	if !strings.Contains(out, "not running") || !strings.Contains(out, "within min_healthy 6s after the op") {
 		t.Fatalf("the recap does not say why host 1 failed:\n%s", out)
 	}
+	e.recordHistory(id, "rollout-health-gate")
 }
