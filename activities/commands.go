@@ -56,7 +56,7 @@ func controlScriptNoting(setupPath, cmd string, timeout time.Duration, n *noting
 		}
 		l, f, c := transport.ShellQuote(n.files.lock()), transport.ShellQuote(n.files.note(n.attempt)), transport.ShellQuote(n.files.cancelled())
 		// A lock left by a script that died holding it is broken after 2 s.
-		lock = fmt.Sprintf("k=0; until mkdir %[1]s 2>/dev/null; do k=$((k+1)); [ $k -lt 20 ] || { rmdir %[1]s 2>/dev/null; k=0; }; sleep 0.1; done\n", l)
+		lock = fmt.Sprintf("k=0; until mkdir %[1]s 2>/dev/null; do k=$((k+1)); [ $k -lt 20 ] || { rmdir %[1]s 2>/dev/null; k=0; }; sleep 0.1; done\ntrap 'rmdir %[1]s 2>/dev/null' EXIT\n", l)
 		adopt = fmt.Sprintf(`for f in %s; do
   [ -O "$f" ] || continue
   q=$(cat "$f" 2>/dev/null); case "$q" in ''|*[!0-9]*) continue;; esac

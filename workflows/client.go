@@ -16,8 +16,6 @@ import (
 	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/temporal"
 	"golang.org/x/sync/errgroup"
-	grpccodes "google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 
 	"github.com/drover-sh/drover/gseapi"
 	"github.com/drover-sh/drover/inventory"
@@ -80,13 +78,14 @@ func TaskMemo(t *gseapi.Task) map[string]any {
 }
 
 // WaitOperate blocks until the task's workflow finishes. The wait is a
-// long poll that a loaded server can leave unanswered until the client's
-// deadline for one call ends it: it is asked again, as long as ctx lasts.
+// long poll that a loaded server can end with an error of its own (its
+// internal call cut short: "stream terminated by RST_STREAM") before the
+// task ends: such a wait is asked again, as long as ctx lasts.
 func WaitOperate(ctx context.Context, c client.Client, taskID string) (OperateResult, error) {
 	for {
 		var out OperateResult
 		err := c.GetWorkflow(ctx, taskID, "").Get(ctx, &out)
-		if err == nil || ctx.Err() != nil || !pollCutShort(err) {
+		if err == nil || ctx.Err() != nil || !waitCutShort(err) {
 			return out, err
 		}
 		select {
@@ -97,22 +96,16 @@ func WaitOperate(ctx context.Context, c client.Client, taskID string) (OperateRe
 	}
 }
 
-// pollCutShort reports whether a wait failed for the call, not for the
-// workflow: its stream was cancelled or ran out of time, or the server was
-// briefly unavailable.
-func pollCutShort(err error) bool {
+// waitCutShort reports whether a wait failed for the call, not for the
+// workflow: anything but the workflow's own failure or an answer that
+// asking again cannot change.
+func waitCutShort(err error) bool {
 	var wee *temporal.WorkflowExecutionError
-	if errors.As(err, &wee) {
-		return false
-	}
-	switch status.Code(err) {
-	case grpccodes.Canceled, grpccodes.DeadlineExceeded, grpccodes.Unavailable, grpccodes.ResourceExhausted:
-		return true
-	}
-	var de *serviceerror.DeadlineExceeded
-	var ca *serviceerror.Canceled
-	var un *serviceerror.Unavailable
-	return errors.As(err, &de) || errors.As(err, &ca) || errors.As(err, &un) || errors.Is(err, context.DeadlineExceeded)
+	var nf *serviceerror.NotFound
+	var ia *serviceerror.InvalidArgument
+	var pd *serviceerror.PermissionDenied
+	var nnf *serviceerror.NamespaceNotFound
+	return !errors.As(err, &wee) && !errors.As(err, &nf) && !errors.As(err, &ia) && !errors.As(err, &pd) && !errors.As(err, &nnf)
 }
 
 // FetchOperate returns the task's results: final ones when it has finished,

@@ -32,7 +32,9 @@ type CancelHostsInput struct {
 }
 
 // CancelHosts signals each host workflow a cancel. A host without a
-// workflow, or with a closed one, has nothing of the task to cancel.
+// workflow yet gets one holding the cancel: the task may still be handing
+// it an item, which it then answers "not run". One with a closed workflow
+// runs nothing anyway.
 func (d *Dispatcher) CancelHosts(ctx context.Context, in CancelHostsInput) error {
 	var mu sync.Mutex
 	var firstErr error
@@ -43,9 +45,11 @@ func (d *Dispatcher) CancelHosts(ctx context.Context, in CancelHostsInput) error
 		sem <- struct{}{}
 		go func(c HostCancel) {
 			defer func() { <-sem; wg.Done() }()
-			err := d.Client.SignalWorkflow(ctx, HostWorkflowID(c.Host), "", CancelTaskSignal, c.ID)
-			var nf *serviceerror.NotFound
-			if err != nil && !errors.As(err, &nf) {
+			_, err := d.Client.SignalWithStartWorkflow(ctx, HostWorkflowID(c.Host), CancelTaskSignal, c.ID, client.StartWorkflowOptions{
+				ID: HostWorkflowID(c.Host), TaskQueue: d.TaskQueue,
+				WorkflowIDReusePolicy: enums.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
+			}, HostWorkflowName, HostState{Host: c.Host, Supervision: d.Supervision})
+			if err != nil && !alreadyStarted(err) {
 				mu.Lock()
 				if firstErr == nil {
 					firstErr = err
