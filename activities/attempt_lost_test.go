@@ -4,8 +4,10 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"os/exec"
 	"os/user"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -139,5 +141,24 @@ func TestCommandStartedAfterItsCancelEndsItself(t *testing.T) {
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("the command started after its op's cancel still runs")
+	}
+}
+
+// TestEndLeavesAProcessThatTookANotedPid: a note left by a script killed
+// before it could remove it names a pid the host may since have given to
+// another process (another op's script, a group leader). Ending the op
+// kills only the process the note names, by its start time.
+func TestEndLeavesAProcessThatTookANotedPid(t *testing.T) {
+	request := fmt.Sprintf("T%d#0", time.Now().UnixNano())
+	files := opFilesOf(request)
+	t.Cleanup(func() { _ = os.Remove(files.cancelled()); _ = os.Remove(files.note(1)) })
+	other := exec.Command("setsid", "sleep", "30")
+	must(t, other.Start())
+	t.Cleanup(func() { _ = other.Process.Kill(); _, _ = other.Process.Wait() })
+	// The note of the op's long-gone command, whose pid the other now has.
+	must(t, os.WriteFile(files.note(1), []byte(fmt.Sprintf("%d 1\n", other.Process.Pid)), 0o644))
+	runLocal(t, endScript(files, 1))
+	if err := other.Process.Signal(syscall.Signal(0)); err != nil {
+		t.Fatalf("ending the op killed the process that took its noted pid: %v", err)
 	}
 }

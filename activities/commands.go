@@ -26,6 +26,11 @@ func controlScript(setupPath, cmd string, timeout time.Duration) string {
 	return controlScriptNoting(setupPath, cmd, timeout, nil)
 }
 
+// startOf defines startof PID, which prints the process's start time
+// (field 22 of its stat): with its pid, it names one process until a
+// reboot, so a note is never taken for a later process given the same pid.
+const startOf = `startof() { st=$(cat /proc/$1/stat 2>/dev/null) || return 0; set -- ${st##*) }; echo "${20}"; }`
+
 // noting is how a task op's control script keeps its command findable on
 // the host (opfiles.go): it notes the command's process group in the
 // attempt's file, and first looks for a command of the same op still
@@ -57,18 +62,19 @@ func controlScriptNoting(setupPath, cmd string, timeout time.Duration, n *noting
 		l, f, c := transport.ShellQuote(n.files.lock()), transport.ShellQuote(n.files.note(n.attempt)), transport.ShellQuote(n.files.cancelled())
 		// A lock left by a script that died holding it is broken after 2 s.
 		lock = fmt.Sprintf("k=0; until mkdir %[1]s 2>/dev/null; do k=$((k+1)); [ $k -lt 20 ] || { rmdir %[1]s 2>/dev/null; k=0; }; sleep 0.1; done\ntrap 'rmdir %[1]s 2>/dev/null' EXIT\n", l)
-		adopt = fmt.Sprintf(`for f in %s; do
+		adopt = fmt.Sprintf(`%s
+for f in %s; do
   [ -O "$f" ] || continue
-  q=$(cat "$f" 2>/dev/null); case "$q" in ''|*[!0-9]*) continue;; esac
-  [ "$q" -gt 1 ] && kill -0 -"$q" 2>/dev/null || continue
+  read -r q qs < "$f" 2>/dev/null; case "$q" in ''|*[!0-9]*) continue;; esac
+  [ "$q" -gt 1 ] && [ -n "$qs" ] && [ "$(startof "$q")" = "$qs" ] || continue
   rmdir %s 2>/dev/null
-  i=0; while [ $i -lt %d ] && kill -0 -"$q" 2>/dev/null; do sleep 0.5; i=$((i+1)); done
-  t=0; if kill -0 -"$q" 2>/dev/null; then t=1; kill -KILL -"$q" 2>/dev/null; fi
+  i=0; while [ $i -lt %d ] && [ "$(startof "$q")" = "$qs" ]; do sleep 0.5; i=$((i+1)); done
+  t=0; if [ "$(startof "$q")" = "$qs" ]; then t=1; kill -KILL -"$q" 2>/dev/null; fi
   echo "the command an earlier attempt of this op started was still running (process group $q): waited for it"
   printf '\n%s rc=0 timeout=%%d\n' "$t"; exit 0
 done
-`, strings.Join(notes, " "), l, 2*secs, trailer)
-		note = fmt.Sprintf("rm -f %[1]s; echo $p > %[1]s; rmdir %[2]s 2>/dev/null\n[ -e %[3]s ] && kill -KILL -$p 2>/dev/null\n", f, l, c)
+`, startOf, strings.Join(notes, " "), l, 2*secs, trailer)
+		note = fmt.Sprintf("rm -f %[1]s; echo \"$p $(startof $p)\" > %[1]s; rmdir %[2]s 2>/dev/null\n[ -e %[3]s ] && kill -KILL -$p 2>/dev/null\n", f, l, c)
 		unnote = fmt.Sprintf("rm -f %s\n", f)
 	}
 	dir := transport.ShellQuote(setupPath)

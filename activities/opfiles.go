@@ -37,20 +37,22 @@ func controlPidFile(requestID string, attempt int32) string {
 }
 
 // endScript marks the op cancelled, then kills the process group each of
-// the attempts noted. Only a file the account owns is read, so another
-// user cannot name a pid for it to kill. Marks a day old go too: a
-// cancelled op is never run again, so its mark is needed only while its
-// attempts may still be starting.
+// the attempts noted, if the process the note names still runs (its start
+// time is the noted one: the pid may have gone to another process since).
+// Only a file the account owns is read, so another user cannot name a pid
+// for it to kill. Marks a day old go too: a cancelled op is never run
+// again, so its mark is needed only while its attempts may still be
+// starting.
 func endScript(f opFiles, attempts ...int32) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, ": > %s 2>/dev/null\n", transport.ShellQuote(f.cancelled()))
+	fmt.Fprintf(&b, "%s\n: > %s 2>/dev/null\n", startOf, transport.ShellQuote(f.cancelled()))
 	b.WriteString("find /tmp -maxdepth 1 -name 'drover-ctl-*.cancelled' -mmin +1440 -delete 2>/dev/null\n")
 	for _, a := range attempts {
 		fmt.Fprintf(&b, `( n=%[1]s
   [ -O "$n" ] || exit 0
-  p=$(cat "$n"); rm -f "$n"
+  read -r p ps < "$n"; rm -f "$n"
   case "$p" in ''|*[!0-9]*) exit 0;; esac
-  [ "$p" -gt 1 ] && { kill -KILL -"$p" 2>/dev/null || kill -KILL "$p" 2>/dev/null; } )
+  [ "$p" -gt 1 ] && [ -n "$ps" ] && [ "$(startof "$p")" = "$ps" ] && kill -KILL -"$p" 2>/dev/null )
 `, transport.ShellQuote(f.note(a)))
 	}
 	b.WriteString("exit 0\n")

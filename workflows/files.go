@@ -84,7 +84,13 @@ func (h *host) runFiles(ctx workflow.Context, req HostRequest, e Entry) activiti
 			}
 		}
 	}
-	actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+	// A task's cancel ends a file op under way, as it does a control
+	// op; guarded, since a history in which a file op ran to its end
+	// through a cancel replays without the activity's cancel.
+	takeCancels := taskOf(req) != "" && workflow.GetVersion(ctx, VersionFileOpCancels, workflow.DefaultVersion, 1) >= 1
+	fctx, cancel := workflow.WithCancel(ctx)
+	defer cancel()
+	actx := workflow.WithActivityOptions(fctx, workflow.ActivityOptions{
 		StartToCloseTimeout: policies.FileOpDeadline(bytes),
 		HeartbeatTimeout:    policies.HeartbeatTimeout,
 		RetryPolicy: &temporal.RetryPolicy{
@@ -92,15 +98,30 @@ func (h *host) runFiles(ctx workflow.Context, req HostRequest, e Entry) activiti
 			BackoffCoefficient: 2,
 			MaximumAttempts:    3,
 		},
+		// A cancelled push answers once its transfer has stopped.
+		WaitForCancellation: takeCancels,
 	})
 	var a *activities.Activities
 	var out activities.FilesOutput
-	err := workflow.ExecuteActivity(actx, a.HostFiles, activities.FilesInput{
+	fut := workflow.ExecuteActivity(actx, a.HostFiles, activities.FilesInput{
 		RequestID: req.RequestID, Op: req.Op, Target: req.Target, Process: req.Process, Spec: spec, Files: *req.Files,
-	}).Get(ctx, &out)
-	if err != nil {
+	})
+	cancelled := takeCancels && h.awaitTakingCancels(ctx, req, fut, cancel)
+	err := fut.Get(ctx, &out)
+	switch {
+	case cancelled && (err != nil || out.Result.Code != proc.CodeSuccess):
+		why := "it was ended"
+		if err == nil {
+			why += " (" + strings.TrimSpace(out.Result.Message) + ")"
+		}
+		out = activities.FilesOutput{Written: out.Written, Result: proc.Fail(proc.CodeCancelled, "cancelled while running: %s", oneLine(why))}
+	case err != nil:
 		out = activities.FilesOutput{Result: activityFailure(err)}
 	}
 	out.Result.Message = strings.TrimSpace(out.Result.Message)
 	return out
 }
+
+// VersionFileOpCancels: a task's cancel ends its file op (push, repair,
+// logs) while it runs; it took effect only once the op had ended.
+const VersionFileOpCancels = "file-op-cancels"

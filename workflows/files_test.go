@@ -2,10 +2,12 @@ package workflows
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/mock"
+	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/testsuite"
 	"go.temporal.io/sdk/workflow"
 
@@ -105,5 +107,62 @@ func TestRepairClearsDrift(t *testing.T) {
 		activities.FilesOutput{Result: proc.HostResult{Code: proc.CodeSuccess, Message: "restored /data/app/app.conf"}, Written: []string{pushed.Path}})
 	if res.Code != proc.CodeSuccess || len(entries[0].Drifted) != 0 {
 		t.Fatalf("repair: %+v, drifted %v", res, entries[0].Drifted)
+	}
+}
+
+// TestFileOpTakesItsTasksCancel: a task cancelled while its config push
+// runs ends the push (its activity sees its context end) and answers 9109;
+// the reload that was to follow never runs.
+func TestFileOpTakesItsTasksCancel(t *testing.T) {
+	var s testsuite.WorkflowTestSuite
+	env := s.NewTestWorkflowEnvironment()
+	env.RegisterWorkflowWithOptions(Host, workflow.RegisterOptions{Name: HostWorkflowName})
+	var ops []proc.OpType
+	ended := make(chan struct{}, 1)
+	env.RegisterActivityWithOptions(func(ctx context.Context, in activities.FilesInput) (activities.FilesOutput, error) {
+		go env.SignalWorkflow(CancelTaskSignal, "T")
+		for {
+			select {
+			case <-ctx.Done():
+				ended <- struct{}{}
+				return activities.FilesOutput{Result: proc.Fail(proc.CodeTimeout, "transfer stopped: %v", ctx.Err())}, nil
+			case <-time.After(100 * time.Millisecond):
+				activity.RecordHeartbeat(ctx)
+			}
+		}
+	}, activity.RegisterOptions{Name: "HostFiles"})
+	env.RegisterActivityWithOptions(func(_ context.Context, in activities.HostOpInput) (activities.HostOpOutput, error) {
+		ops = append(ops, in.Op)
+		return activities.HostOpOutput{Result: proc.HostResult{Code: proc.CodeSuccess}}, nil
+	}, activity.RegisterOptions{Name: "HostOp"})
+	p := proc.ProcessID{Namespace: "web", Name: "svc"}
+	spec := proc.Spec{ProcName: "svc", SetupPath: "/data/app", PidPath: "/data/app/svc.pid", ReloadCmd: "./reload.sh"}
+	st := HostState{Host: proc.HostID{IP: "10.0.0.1"}, Entries: []Entry{{Process: p, Spec: spec}}}
+	req := HostRequest{RequestID: "T#0", Op: proc.OpPushConfig, Process: p, Target: proc.Target{IP: "10.0.0.1"},
+		Files: &proc.FileOp{Files: []proc.PushFile{pushed}, Then: "reload"}}
+	var got proc.HostResult
+	env.RegisterDelayedCallback(func() {
+		env.UpdateWorkflow(OpUpdate, req.RequestID, &testsuite.TestUpdateCallback{
+			OnAccept: func() {}, OnReject: func(err error) { t.Errorf("rejected: %v", err) },
+			OnComplete: func(v any, err error) {
+				if err != nil {
+					t.Errorf("update: %v", err)
+					return
+				}
+				got = v.(proc.HostResult)
+			},
+		}, req)
+	}, time.Second)
+	env.ExecuteWorkflow(HostWorkflowName, st)
+	select {
+	case <-ended:
+	default:
+		t.Fatal("the push never saw its context end")
+	}
+	if got.Code != proc.CodeCancelled || !strings.Contains(got.Message, "cancelled while running") {
+		t.Fatalf("answer %+v, want 9109 cancelled while running", got)
+	}
+	if len(ops) != 0 {
+		t.Fatalf("ops run after the cancelled push: %v", ops)
 	}
 }

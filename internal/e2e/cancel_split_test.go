@@ -72,6 +72,11 @@ func TestCancelSplitTask(t *testing.T) {
 			t.Fatalf("identity %d (chunk %d): %d %q, want 9109", i, i/policies.ChunkSize, r.Code, r.Message)
 		}
 	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			e.dumpLeftovers(t)
+		}
+	})
 	waitFor(t, 2*time.Minute, "the cancelled start_cmds gone from the hosts", func() bool {
 		for _, h := range e.bed.Hosts {
 			out, _ := h.Exec("pgrep -f 'while \\[ ! -e /data/gat[e]' || true")

@@ -37,12 +37,35 @@ func (e *env) dumpStuckHosts(t *testing.T, items []proc.Item) {
 				open--
 			}
 		}
-		if open > 0 || len(lines) < 3 {
-			t.Logf("%s: %d open updates:\n%s", id, open, strings.Join(lines[max(0, len(lines)-25):], "\n"))
+		if open > 0 || len(lines) < 3 || len(items) == 1 {
+			t.Logf("%s: %d open updates:\n%s", id, open, strings.Join(lines[max(0, len(lines)-40):], "\n"))
 			shown++
 			if shown > 4 {
 				return
 			}
+		}
+	}
+}
+
+// dumpLeftovers prints the host workflows of the requests whose control
+// scripts still run on the bed's hosts.
+func (e *env) dumpLeftovers(t *testing.T) {
+	seen := map[string]bool{}
+	for _, h := range e.bed.Hosts {
+		out, _ := h.Exec("pgrep -fa 'data/gat[e]' | grep -o 'GSETASK:[0-9:]*#[0-9]*' | sort -u")
+		for _, id := range strings.Fields(out) {
+			seen[id] = true
+		}
+	}
+	t.Logf("leftover requests: %v", seen)
+	n := 0
+	for id := range seen {
+		var i int
+		fmt.Sscanf(id[strings.LastIndex(id, "#")+1:], "%d", &i)
+		ip := fmt.Sprintf("10.7.%d.%d", i/250, i%250+1)
+		e.dumpStuckHosts(t, []proc.Item{{Target: proc.Target{IP: ip}}})
+		if n++; n > 3 {
+			return
 		}
 	}
 }
