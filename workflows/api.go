@@ -49,42 +49,6 @@ const (
 	RenewSignal = "renew"
 )
 
-// Change ids for workflow.GetVersion: each guards one change to the commands
-// a running workflow issues, so histories written by an older worker replay.
-const (
-	// VersionUpdateRegisters: update_proc_info of a process not yet
-	// registered registers it (it answered 9106 before).
-	VersionUpdateRegisters = "update-registers"
-	// VersionChunkedStatus: a status task of more than ChunkSize items
-	// splits into chunks like the control ops (it ran as one workflow).
-	VersionChunkedStatus = "chunked-status"
-	// VersionChunkedOutcome: a task split into chunks records its outcome
-	// and failed count in its search attributes (it never did).
-	VersionChunkedOutcome = "chunked-outcome"
-	// VersionConfigFiles: a host runs file ops (config push, repair,
-	// logs); it answered them 832 before.
-	VersionConfigFiles = "config-files"
-	// VersionRequestDeadline: a host request dequeued after its deadline
-	// is answered 9105 without running (it ran, however late).
-	VersionRequestDeadline = "request-deadline"
-	// VersionCrashBackoff: a process that keeps dying soon after starts
-	// that passed their check is started again after a growing delay (it
-	// was started again at once, every poll).
-	VersionCrashBackoff = "crash-backoff"
-	// VersionUnhealthyStopStart: an unhealthy process is stopped, then
-	// started (it was restarted with op_type 7, and retried with a start).
-	VersionUnhealthyStopStart = "unhealthy-stop-start"
-	// VersionCrontabZone: crontab rules are read in the zone the watch
-	// learned (the host's, or the operator's), not in UTC.
-	VersionCrontabZone = "crontab-zone"
-	// VersionWatchQueue: watches run on their own task queue, so ops never
-	// wait behind them for an activity slot (they shared the ops' queue).
-	VersionWatchQueue = "watch-queue"
-	// VersionWatchShard: a host is watched by its shard's watch, which it
-	// arms and which signals it (it ran a watch activity of its own).
-	VersionWatchShard = "watch-shard"
-)
-
 // WatchQueueSuffix names a task queue's watch queue by default.
 const WatchQueueSuffix = "-watch"
 

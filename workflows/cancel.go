@@ -29,9 +29,6 @@ const (
 	// CancelTaskSignal (to Host) carries the id of a cancelled task, or
 	// of one cancelled request ("<task id>#<index>").
 	CancelTaskSignal = "cancel-task"
-	// VersionCancelTask guards acting on either signal: a history in
-	// which one was ignored replays ignoring it.
-	VersionCancelTask = "cancel-task"
 )
 
 // maxCancelledTasks bounds the cancelled ids a host remembers; a request

@@ -18,13 +18,6 @@ const RegistryMemo = "registry"
 // LastEventMemo is the host workflow's memo field holding its newest Event.
 const LastEventMemo = "last_event"
 
-// registryMemoChange guards the memo updates: host workflows that began
-// before them replay without them.
-const registryMemoChange = "registry-memo"
-
-// renewChange guards honouring RenewSignal.
-const renewChange = "renew-signal"
-
 // Bounds that keep the memo small whatever a host's history: a memo is
 // stored with every visibility record of the workflow.
 const (
@@ -155,7 +148,7 @@ func DigestOf(entries []Entry, events []Event, now time.Time) Digest {
 // called before the workflow blocks (an op's activity, a reply, the wait),
 // so the memo is current whenever the host is idle or busy.
 func (h *host) publish(ctx workflow.Context) {
-	if workflow.GetVersion(ctx, registryMemoChange, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
+	if workflow.GetVersion(ctx, VersionRegistryMemo, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
 		return
 	}
 	memo := map[string]any{}
@@ -164,7 +157,7 @@ func (h *host) publish(ctx workflow.Context) {
 		memo[RegistryMemo] = d
 	}
 	var specs []RegistryEntry
-	if workflow.GetVersion(ctx, registrySpecsChange, workflow.DefaultVersion, 1) >= 1 {
+	if workflow.GetVersion(ctx, VersionRegistrySpecs, workflow.DefaultVersion, 1) >= 1 {
 		specs = RegistryOf(h.Entries)
 		if h.publishedSpecs == nil || !reflect.DeepEqual(*h.publishedSpecs, specs) {
 			memo[SpecsMemo] = specs
@@ -187,9 +180,6 @@ func (h *host) publish(ctx workflow.Context) {
 // RegistryEntry records: a status op reads every host's specs with one
 // paged listing, never a query (and a worker's replay) per host.
 const SpecsMemo = "specs"
-
-// registrySpecsChange guards the specs memo.
-const registrySpecsChange = "registry-specs"
 
 // RegistryEntry is one registered process as the specs memo holds it:
 // what a status probe of it needs.

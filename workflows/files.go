@@ -121,7 +121,3 @@ func (h *host) runFiles(ctx workflow.Context, req HostRequest, e Entry) activiti
 	out.Result.Message = strings.TrimSpace(out.Result.Message)
 	return out
 }
-
-// VersionFileOpCancels: a task's cancel ends its file op (push, repair,
-// logs) while it runs; it took effect only once the op had ended.
-const VersionFileOpCancels = "file-op-cancels"

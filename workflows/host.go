@@ -123,7 +123,7 @@ func (h *host) renewAsked(ctx workflow.Context) bool {
 	for h.renew.ReceiveAsync(nil) {
 		asked = true
 	}
-	return asked && workflow.GetVersion(ctx, renewChange, workflow.DefaultVersion, 1) == 1
+	return asked && workflow.GetVersion(ctx, VersionRenewSignal, workflow.DefaultVersion, 1) == 1
 }
 
 // drain queues every request already delivered, without blocking.

@@ -10,12 +10,6 @@ import (
 	"github.com/drover-sh/drover/proc"
 )
 
-// VersionDeliverUpdates: a task hands its items to their hosts by update,
-// in batches of about policies.DeliverBatch items, one activity each that
-// returns the hosts' answers (a Dispatch activity signalled every host,
-// and every host signalled its answer back).
-const VersionDeliverUpdates = "deliver-updates"
-
 // runDelivered hands the items to their hosts, batch by batch, and takes
 // each batch's answers as it ends. A batch the engine gave up on is tried
 // again until its items' deadlines have passed: its hosts answer for

@@ -13,18 +13,6 @@ import (
 	"github.com/drover-sh/drover/proc"
 )
 
-// VersionTaskOpAttempts: a task's op is retried by its host workflow, one
-// activity per attempt, so a cancel between two attempts answers with the
-// process's state after the attempt that ran (the server retried the one
-// activity, and such a cancel answered "not run").
-const VersionTaskOpAttempts = "task-op-attempts"
-
-// VersionTaskOpLocal: each attempt of a task's op runs as a local activity,
-// inside the host workflow's task, so an op costs the engine one workflow
-// task instead of an activity's schedule, start and completion and the
-// task after them.
-const VersionTaskOpLocal = "task-op-local"
-
 // taskOp is one task's op on the host, attempt by attempt.
 type taskOp struct {
 	req HostRequest

@@ -191,11 +191,6 @@ func (h *host) watchQueue(ctx workflow.Context) string {
 	return workflow.GetInfo(ctx).TaskQueueName + WatchQueueSuffix
 }
 
-// VersionArmLocal: a host arms its shard with a local activity, inside the
-// workflow task that decided to, rather than with an activity and the task
-// after it.
-const VersionArmLocal = "arm-local"
-
 func (h *host) armShard(ctx workflow.Context, shard string, gen int) workflow.Future {
 	queue := h.watchQueue(ctx)
 	in := ArmInput{Shard: shard, WatchQueue: queue, Arm: ShardArm{Host: HostWorkflowID(h.Host), Gen: gen}}

@@ -1,0 +1,85 @@
+package workflows
+
+import (
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// TestLedger: every workflow.GetVersion id the workflows use is in the
+// ledger, once, and every ledger entry is used. The upgrade probe, built
+// only into a test build, keeps its own id.
+func TestLedger(t *testing.T) {
+	files, err := filepath.Glob("*.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fset := token.NewFileSet()
+	consts := map[string]string{}
+	var ids []ast.Expr
+	for _, name := range files {
+		if strings.HasSuffix(name, "_test.go") || strings.HasPrefix(name, "upgrade_probe") {
+			continue
+		}
+		src, err := os.ReadFile(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f, err := parser.ParseFile(fset, name, src, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ast.Inspect(f, func(n ast.Node) bool {
+			switch n := n.(type) {
+			case *ast.ValueSpec:
+				for i, id := range n.Names {
+					if i < len(n.Values) {
+						if lit, ok := n.Values[i].(*ast.BasicLit); ok && lit.Kind == token.STRING {
+							consts[id.Name], _ = strconv.Unquote(lit.Value)
+						}
+					}
+				}
+			case *ast.CallExpr:
+				if sel, ok := n.Fun.(*ast.SelectorExpr); ok && sel.Sel.Name == "GetVersion" && len(n.Args) > 1 {
+					ids = append(ids, n.Args[1])
+				}
+			}
+			return true
+		})
+	}
+	inLedger := map[string]int{}
+	for _, c := range Ledger {
+		inLedger[c.ID]++
+		if c.Workflow == "" || c.What == "" || c.Old == "" {
+			t.Errorf("ledger entry %s: workflow, what and old branch must all be said", c.ID)
+		}
+	}
+	used := map[string]bool{}
+	for _, e := range ids {
+		var id string
+		switch e := e.(type) {
+		case *ast.Ident:
+			id = consts[e.Name]
+		case *ast.BasicLit:
+			id, _ = strconv.Unquote(e.Value)
+		}
+		if id == "" {
+			t.Errorf("%s: a GetVersion id that is not a string constant", fset.Position(e.Pos()))
+			continue
+		}
+		used[id] = true
+		if inLedger[id] != 1 {
+			t.Errorf("%s: change id %q is in the ledger %d times, want once", fset.Position(e.Pos()), id, inLedger[id])
+		}
+	}
+	for id := range inLedger {
+		if !used[id] {
+			t.Errorf("ledger entry %q is not used by any GetVersion", id)
+		}
+	}
+}
