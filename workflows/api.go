@@ -20,35 +20,6 @@ import (
 	"github.com/drover-sh/drover/proc"
 )
 
-const (
-	// TaskQueue is the default queue workers poll.
-	TaskQueue = "drover"
-
-	OperateWorkflowName = "Operate"
-	HostWorkflowName    = "Host"
-	// WatchShardWorkflowName watches a shard of hosts for their workflows.
-	WatchShardWorkflowName = "WatchShard"
-
-	// ProgressQuery (Operate) returns every host's result so far, pending
-	// ones as 115.
-	ProgressQuery = "progress"
-	// ChunkPendingQuery (Operate, split into chunks) returns chunk N's
-	// items as pending results, for a chunk not started yet.
-	ChunkPendingQuery = "chunk-pending"
-	// CountsQuery (Operate) returns the task's Counts.
-	CountsQuery = "counts"
-	// RegistryQuery (Host) returns the host's registered processes.
-	RegistryQuery = "registry"
-
-	// OpSignal (to Host) carries a HostRequest.
-	OpSignal = "op"
-	// ReplySignal (to Operate) carries a HostReply.
-	ReplySignal = "reply"
-	// RenewSignal (to Host, no payload) asks for a new run at the host's
-	// next wake: a run begun before the registry digest then keeps one.
-	RenewSignal = "renew"
-)
-
 // WatchQueueSuffix names a task queue's watch queue by default.
 const WatchQueueSuffix = "-watch"
 
@@ -226,9 +197,6 @@ const (
 // SupervisionEventsMetric counts supervision events on the worker's metrics,
 // tagged event=<kind>: restarts are event="process_restart_success".
 const SupervisionEventsMetric = "drover_supervision_events"
-
-// EventsQuery (Host) returns the host's recent events, oldest first.
-const EventsQuery = "events"
 
 // HostState is a host workflow's whole state; it is also the input of
 // its continue-as-new.

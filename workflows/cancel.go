@@ -23,14 +23,6 @@ import (
 // is answered by its host, so each key says what happened there: its own
 // result when it had finished, else 9109 saying whether it ran.
 
-const (
-	// CancelSignal (to Operate, no payload) cancels the task.
-	CancelSignal = "cancel"
-	// CancelTaskSignal (to Host) carries the id of a cancelled task, or
-	// of one cancelled request ("<task id>#<index>").
-	CancelTaskSignal = "cancel-task"
-)
-
 // maxCancelledTasks bounds the cancelled ids a host remembers; a request
 // of a cancelled task arrives within seconds of the cancel.
 const maxCancelledTasks = 100

@@ -10,14 +10,6 @@ import (
 	"github.com/drover-sh/drover/proc"
 )
 
-// RegistryMemo is the host workflow's memo field holding its Digest, so one
-// paged ListWorkflow over host workflows answers "what runs where" for a
-// whole fleet, without a query (and a worker's replay) per host.
-const RegistryMemo = "registry"
-
-// LastEventMemo is the host workflow's memo field holding its newest Event.
-const LastEventMemo = "last_event"
-
 // Bounds that keep the memo small whatever a host's history: a memo is
 // stored with every visibility record of the workflow.
 const (
@@ -175,11 +167,6 @@ func (h *host) publish(ctx workflow.Context) {
 		h.publishedSpecs = &specs
 	}
 }
-
-// SpecsMemo is the host workflow's memo field holding its registry as
-// RegistryEntry records: a status op reads every host's specs with one
-// paged listing, never a query (and a worker's replay) per host.
-const SpecsMemo = "specs"
 
 // RegistryEntry is one registered process as the specs memo holds it:
 // what a status probe of it needs.

@@ -12,10 +12,6 @@ import (
 // workflow task. The host runs updates' requests through the same queue as
 // signalled ones, one at a time with supervision.
 
-// OpUpdate (Host) carries a HostRequest; its outcome is the request's
-// proc.HostResult.
-const OpUpdate = "op"
-
 // updateBuffer holds updates' requests until the host's loop takes them;
 // the server lets far fewer updates be in flight on one workflow.
 const updateBuffer = 1000

@@ -11,14 +11,6 @@ import (
 	"github.com/drover-sh/drover/proc"
 )
 
-const (
-	RolloutWorkflowName = "Rollout"
-	// RolloutStatusQuery (Rollout) returns a RolloutStatus.
-	RolloutStatusQuery = "rollout-status"
-	// RolloutSignal (to Rollout) carries one of the Rollout* actions.
-	RolloutSignal = "rollout"
-)
-
 // Actions a rollout takes by signal.
 const (
 	RolloutPause   = "pause"

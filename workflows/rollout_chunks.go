@@ -10,7 +10,6 @@ import (
 )
 
 // RolloutChunkWorkflowName records a slice of a rollout's final results.
-const RolloutChunkWorkflowName = "RolloutChunk"
 
 // rolloutChunk is up to ChunkSize items of one batch: its Operate child
 // runs them (ID + "/op"), and a RolloutChunk workflow under ID holds

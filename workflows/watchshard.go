@@ -18,17 +18,6 @@ import (
 // what it wants watched; the shard's one activity polls every member host
 // and signals a host only when it needs a decision. The host decides as it
 // always did, then arms the next generation.
-const (
-	// WatchEventsSignal (to Host) carries activities.ShardEvents.
-	WatchEventsSignal = "watch-events"
-	// WatchInputQuery (Host) returns its armed watch, activities.HostWatch.
-	WatchInputQuery = "watch-input"
-	// ShardArmSignal (to WatchShard) carries a ShardArm.
-	ShardArmSignal = "watch-arm"
-	// ShardMembersQuery (WatchShard) returns its ShardState.
-	ShardMembersQuery = "members"
-)
-
 // ShardWorkflowID names the shard workflow that watches a host, one of
 // shards, by the hash of the host workflow's id: a host stays in its shard
 // as long as the shard count stays. Shards are per watch queue, so

@@ -1,6 +1,8 @@
 package e2e
 
 import (
+	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -44,4 +46,48 @@ func TestStatusHungHostFailsAlone(t *testing.T) {
 		t.Errorf("status over a hung host took %s, past the batch deadline %s", took, policies.StatusBatchDeadline)
 	}
 	t.Logf("status with one hung host (op_timeout 10m): %s; hung host %d %q", took.Round(time.Millisecond), r.Code, r.Message)
+}
+
+// TestStatusBatchOfALostWorkerIsRetried: the worker running a status batch
+// is SIGKILLed mid-batch (one host's probe hangs on a FIFO pid file, so the
+// batch is still running). The server gives the batch up when its
+// heartbeats stop, another worker probes it again, and every host answers
+// for itself: the others running, the hung one its own 9105. No host
+// answers for the batch (9199 "context canceled", or 9105 "did not
+// answer").
+func TestStatusBatchOfALostWorkerIsRetried(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, 2)
+	ids := e.fleet(t, 4, "0.2")
+	e.registerFleet(t, ids, func(s *proc.Spec) { s.OpTimeout, s.AutoType = 10*time.Minute, proc.AutoOneShot })
+	checkStartedOnce(t, ids, e.waitOp(t, e.startOp(t, proc.OpStart, ids), time.Minute), 1)
+	// Unmanaged, so only the status probe reads the pid files.
+	for ip, r := range e.waitOp(t, e.startOp(t, proc.OpUnregister, ids), time.Minute) {
+		wantCode(t, "unmanage "+ip, r, proc.CodeSuccess)
+	}
+	victim := ids[0]
+	if _, err := victim.host.Exec("rm -f " + victim.pidPath() + " && mkfifo " + victim.pidPath()); err != nil {
+		t.Fatal(err)
+	}
+	e.worker.Stop()
+	first := e.startWorkerProcess(t)
+	task := e.startOp(t, proc.OpStatus, ids)
+	waitFor(t, time.Minute, "the batch probing the hung host", func() bool {
+		out, _ := victim.host.Exec("pgrep -f '/data/" + victim.dir + "/sv[c].pid' | wc -l")
+		return strings.TrimSpace(out) != "0"
+	})
+	if err := syscall.Kill(-first.Process.Pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	_, _ = first.Process.Wait()
+	e.startWorkerProcess(t)
+	res := e.waitOp(t, task, 5*time.Minute)
+	if r := res[victim.ip]; r.Code != proc.CodeTimeout || !strings.Contains(r.Message, "probe") {
+		t.Errorf("hung host: %d %q, want its own probe's 9105", r.Code, r.Message)
+	}
+	for _, id := range ids[1:] {
+		if r := res[id.ip]; r.Code != proc.CodeSuccess {
+			t.Errorf("%s: %d %q, want its own answer", id.ip, r.Code, r.Message)
+		}
+	}
 }
