@@ -90,8 +90,13 @@ type ChunkCounts struct {
 
 // HostRequest asks a host's workflow to run one op on one process.
 type HostRequest struct {
-	// RequestID is unique per task item, so a re-sent request runs once.
-	RequestID string         `json:"request_id"`
+	// RequestID is unique per task item, so a re-sent request runs once:
+	// "<task id>#<index>".
+	RequestID string `json:"request_id"`
+	// TaskID is the task the request is an item of; empty for
+	// supervision's own ops, and in requests sent before it was a field,
+	// whose task is read from RequestID (taskOf).
+	TaskID  string         `json:"task_id,omitempty"`
 	ReplyTo   string         `json:"reply_to"`
 	Index     int            `json:"index"`
 	Op        proc.OpType    `json:"op_type"`

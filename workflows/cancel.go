@@ -27,8 +27,12 @@ import (
 // of a cancelled task arrives within seconds of the cancel.
 const maxCancelledTasks = 100
 
-// taskOf is the task a request belongs to: its id is "<task id>#<index>".
+// taskOf is the task a request belongs to. Requests sent before the task
+// was a field of its own carry it in their id, "<task id>#<index>".
 func taskOf(req HostRequest) string {
+	if req.TaskID != "" {
+		return req.TaskID
+	}
 	if i := strings.LastIndexByte(req.RequestID, '#'); i > 0 {
 		return req.RequestID[:i]
 	}

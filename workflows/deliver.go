@@ -70,7 +70,7 @@ func (d *Dispatcher) deliverOne(ctx context.Context, in DeliverInput, i int) (pr
 		return unknownHost(it.Target), nil
 	}
 	req := HostRequest{
-		RequestID: fmt.Sprintf("%s#%d", in.TaskID, in.Indexes[i]), Index: in.Indexes[i],
+		RequestID: RequestID(in.TaskID, in.Indexes[i]), TaskID: in.TaskID, Index: in.Indexes[i],
 		Op: in.Op, Target: it.Target, Process: it.Process, Spec: it.Spec, Manage: in.Manage,
 		Supervision: &d.Supervision, Files: in.Files, Deadline: in.Deadlines[i],
 	}
@@ -130,3 +130,7 @@ func (d *Dispatcher) update(ctx context.Context, id proc.HostID, req HostRequest
 	}
 	return res, err
 }
+
+// RequestID names item index of task taskID: unique per item, so a request
+// sent again runs once.
+func RequestID(taskID string, index int) string { return fmt.Sprintf("%s#%d", taskID, index) }

@@ -2,7 +2,6 @@ package workflows
 
 import (
 	"context"
-	"fmt"
 	"sync"
 	"time"
 
@@ -78,7 +77,7 @@ func (d *Dispatcher) Dispatch(ctx context.Context, in DispatchInput) (DispatchOu
 			continue
 		}
 		req := HostRequest{
-			RequestID: fmt.Sprintf("%s#%d", in.TaskID, global), ReplyTo: in.ReplyTo, Index: global,
+			RequestID: RequestID(in.TaskID, global), TaskID: in.TaskID, ReplyTo: in.ReplyTo, Index: global,
 			Op: in.Op, Target: it.Target, Process: it.Process, Spec: it.Spec, Manage: in.Manage,
 			Supervision: &d.Supervision, Files: in.Files,
 		}

@@ -123,7 +123,7 @@ func (op *operation) undelivered(ctx workflow.Context, items []int, issued time.
 	var cancels []HostCancel
 	for _, i := range items {
 		it := op.in.Items[i]
-		cancels = append(cancels, HostCancel{Host: it.Target.HostID(), ID: fmt.Sprintf("%s#%d", op.in.TaskID, op.in.Offset+i)})
+		cancels = append(cancels, HostCancel{Host: it.Target.HostID(), ID: RequestID(op.in.TaskID, op.in.Offset+i)})
 		if deadlines[i].After(latest) {
 			latest = deadlines[i]
 		}
