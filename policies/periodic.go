@@ -116,3 +116,31 @@ func parseOffset(s string) (int, bool) {
 	}
 	return off, true
 }
+
+// MaxOverdueScan bounds how many overdue runs CatchUp counts: a
+// cycle_time of one second over a month's outage is millions, and only
+// the last MaxCatchUp of them are run.
+const MaxOverdueScan = 10000
+
+// CatchUp is what a periodic process does with the runs that fell due
+// while no worker ran, next being the first of them: the last MaxCatchUp
+// are run, late, one after another, and the ones before are skipped.
+// skipped counts those (0: nothing to skip); from is the first skipped,
+// and last and next are the process's last and next run once they are
+// skipped.
+func CatchUp(s proc.Spec, next, now time.Time, zone Zone) (skipped int, from, last, nextRun time.Time) {
+	var overdue []time.Time
+	for t := next; !t.IsZero() && !t.After(now) && len(overdue) <= MaxOverdueScan; {
+		overdue = append(overdue, t)
+		n, err := NextRun(s, t, now, zone)
+		if err != nil {
+			break
+		}
+		t = n
+	}
+	skip := len(overdue) - MaxCatchUp
+	if skip <= 0 {
+		return 0, time.Time{}, time.Time{}, time.Time{}
+	}
+	return skip, overdue[0], overdue[skip-1], overdue[skip]
+}

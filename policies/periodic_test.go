@@ -78,3 +78,35 @@ func TestFixedZone(t *testing.T) {
 		}
 	}
 }
+
+func TestCatchUp(t *testing.T) {
+	at := time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
+	every := proc.Spec{ProcName: "p", CycleTime: time.Minute}
+	for _, tc := range []struct {
+		name     string
+		next     time.Time
+		skipped  int
+		from     time.Time
+		last     time.Time
+		nextRun  time.Time
+		spec     proc.Spec
+		nowAfter time.Duration
+	}{
+		{name: "nothing due", spec: every, next: at.Add(time.Minute)},
+		{name: "as many due as are run", spec: every, next: at, nowAfter: time.Duration(MaxCatchUp-1) * time.Minute},
+		{name: "one more than are run", spec: every, next: at, nowAfter: time.Duration(MaxCatchUp) * time.Minute,
+			skipped: 1, from: at, last: at, nextRun: at.Add(time.Minute)},
+		{name: "an hour down", spec: every, next: at, nowAfter: time.Hour,
+			skipped: 61 - MaxCatchUp, from: at, last: at.Add(time.Duration(60-MaxCatchUp) * time.Minute), nextRun: at.Add(time.Duration(61-MaxCatchUp) * time.Minute)},
+		{name: "the scan is bounded", spec: proc.Spec{ProcName: "p", CycleTime: time.Second}, next: at, nowAfter: 30 * 24 * time.Hour,
+			skipped: MaxOverdueScan + 1 - MaxCatchUp, from: at, last: at.Add(time.Duration(MaxOverdueScan-MaxCatchUp) * time.Second),
+			nextRun: at.Add(time.Duration(MaxOverdueScan+1-MaxCatchUp) * time.Second)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			skipped, from, last, next := CatchUp(tc.spec, tc.next, at.Add(tc.nowAfter), Zone{})
+			if skipped != tc.skipped || !from.Equal(tc.from) || !last.Equal(tc.last) || !next.Equal(tc.nextRun) {
+				t.Fatalf("CatchUp = %d %s %s %s, want %d %s %s %s", skipped, from, last, next, tc.skipped, tc.from, tc.last, tc.nextRun)
+			}
+		})
+	}
+}

@@ -294,20 +294,10 @@ func (h *host) runPeriodic(ctx workflow.Context, e *Entry, now time.Time) {
 	}
 	e.LastRun, e.NextRun = scheduled, time.Time{}
 	h.schedule(e, now)
-	// Keep at most MaxCatchUp overdue runs.
-	var overdue []time.Time
-	for t := e.NextRun; !t.IsZero() && !t.After(now) && len(overdue) <= 10000; {
-		overdue = append(overdue, t)
-		next, err := policies.NextRun(e.Spec, t, now, h.Zone)
-		if err != nil {
-			break
-		}
-		t = next
-	}
-	if skip := len(overdue) - policies.MaxCatchUp; skip > 0 {
+	if skip, from, last, next := policies.CatchUp(e.Spec, e.NextRun, now, h.Zone); skip > 0 {
 		h.eventAt(ctx, e.Process, EventPeriodicSkip, fmt.Sprintf("%d runs missed during an outage, from %s", skip,
-			overdue[0].UTC().Format(time.RFC3339)), 0, overdue[0])
-		e.LastRun, e.NextRun = overdue[skip-1], overdue[skip]
+			from.UTC().Format(time.RFC3339)), 0, from)
+		e.LastRun, e.NextRun = last, next
 	}
 }
 
