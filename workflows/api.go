@@ -97,13 +97,13 @@ type HostRequest struct {
 	// supervision's own ops, and in requests sent before it was a field,
 	// whose task is read from RequestID (taskOf).
 	TaskID  string         `json:"task_id,omitempty"`
-	ReplyTo   string         `json:"reply_to"`
-	Index     int            `json:"index"`
-	Op        proc.OpType    `json:"op_type"`
-	Target    proc.Target    `json:"target"`
-	Process   proc.ProcessID `json:"process"`
-	Spec      *proc.Spec     `json:"spec,omitempty"`
-	Manage    bool           `json:"manage,omitempty"`
+	ReplyTo string         `json:"reply_to"`
+	Index   int            `json:"index"`
+	Op      proc.OpType    `json:"op_type"`
+	Target  proc.Target    `json:"target"`
+	Process proc.ProcessID `json:"process"`
+	Spec    *proc.Spec     `json:"spec,omitempty"`
+	Manage  bool           `json:"manage,omitempty"`
 	// Supervision carries the worker's supervision settings to the host.
 	Supervision *Supervision `json:"supervision,omitempty"`
 	// Files is a file op's files and options; nil for every other op.

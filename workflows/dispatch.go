@@ -9,6 +9,7 @@ import (
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/drover-sh/drover/activities"
 	"github.com/drover-sh/drover/inventory"
@@ -64,8 +65,8 @@ func (d *Dispatcher) Dispatch(ctx context.Context, in DispatchInput) (DispatchOu
 	var out DispatchOutput
 	var mu sync.Mutex
 	var firstErr error
-	sem := make(chan struct{}, dispatchParallel)
-	var wg sync.WaitGroup
+	var g errgroup.Group
+	g.SetLimit(dispatchParallel)
 	var deadlines []time.Time
 	if !in.Issued.IsZero() {
 		deadlines = policies.TaskDeadlines(in.Issued, in.Op, in.Items, in.TaskSize)
@@ -84,10 +85,7 @@ func (d *Dispatcher) Dispatch(ctx context.Context, in DispatchInput) (DispatchOu
 		if deadlines != nil {
 			req.Deadline = deadlines[i]
 		}
-		wg.Add(1)
-		sem <- struct{}{}
-		go func(i int) {
-			defer func() { <-sem; wg.Done() }()
+		g.Go(func() error {
 			lost, err := d.deliver(ctx, it.Target.HostID(), req)
 			mu.Lock()
 			defer mu.Unlock()
@@ -100,12 +98,13 @@ func (d *Dispatcher) Dispatch(ctx context.Context, in DispatchInput) (DispatchOu
 			case lost != nil:
 				out.Answered = append(out.Answered, HostReply{Index: global, Result: *lost})
 			}
-		}(i)
+			return nil
+		})
 		if i%100 == 0 {
 			activity.RecordHeartbeat(ctx, i)
 		}
 	}
-	wg.Wait()
+	_ = g.Wait()
 	// A transient failure is retried whole; duplicates are dropped by hosts.
 	if firstErr != nil && activity.GetInfo(ctx).Attempt < 3 {
 		return DispatchOutput{}, firstErr

@@ -11,6 +11,7 @@ import (
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/drover-sh/drover/proc"
 )
@@ -70,14 +71,10 @@ func ListDigests(ctx context.Context, c client.Client, dc converter.DataConverte
 func queryDigests(ctx context.Context, c client.Client, hosts []proc.HostID) ([]HostDigest, error) {
 	var mu sync.Mutex
 	var out []HostDigest
-	var firstErr error
-	sem := make(chan struct{}, fallbackParallel)
-	var wg sync.WaitGroup
+	var g errgroup.Group
+	g.SetLimit(fallbackParallel)
 	for _, h := range hosts {
-		wg.Add(1)
-		sem <- struct{}{}
-		go func(h proc.HostID) {
-			defer func() { <-sem; wg.Done() }()
+		g.Go(func() error {
 			var entries []Entry
 			var events []Event
 			id := HostWorkflowID(h)
@@ -85,20 +82,21 @@ func queryDigests(ctx context.Context, c client.Client, hosts []proc.HostID) ([]
 			if err == nil && found {
 				_, err = QueryOpen(ctx, c, id, EventsQuery, &events)
 			}
-			mu.Lock()
-			defer mu.Unlock()
-			switch {
-			case err != nil && firstErr == nil:
-				firstErr = fmt.Errorf("read the registry: %w", err)
-			case err == nil && found:
+			if err != nil {
+				return fmt.Errorf("read the registry: %w", err)
+			}
+			if found {
 				d := DigestOf(entries, events, time.Now())
 				d.Procs, d.Omitted = digestAll(entries, events), 0
+				mu.Lock()
 				out = append(out, HostDigest{Host: h, Digest: d})
+				mu.Unlock()
 			}
-		}(h)
+			return nil
+		})
 	}
-	wg.Wait()
-	return out, firstErr
+	err := g.Wait()
+	return out, err
 }
 
 // digestAll is DigestOf without the memo's bound on processes: read from

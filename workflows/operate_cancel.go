@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"time"
 
 	"go.temporal.io/api/enums/v1"
@@ -13,6 +12,7 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/drover-sh/drover/policies"
 	"github.com/drover-sh/drover/proc"
@@ -36,33 +36,24 @@ type CancelHostsInput struct {
 // it an item, which it then answers "not run". One with a closed workflow
 // runs nothing anyway.
 func (d *Dispatcher) CancelHosts(ctx context.Context, in CancelHostsInput) error {
-	var mu sync.Mutex
-	var firstErr error
-	sem := make(chan struct{}, dispatchParallel)
-	var wg sync.WaitGroup
+	var g errgroup.Group
+	g.SetLimit(dispatchParallel)
 	for i, c := range in.Cancels {
-		wg.Add(1)
-		sem <- struct{}{}
-		go func(c HostCancel) {
-			defer func() { <-sem; wg.Done() }()
+		g.Go(func() error {
 			_, err := d.Client.SignalWithStartWorkflow(ctx, HostWorkflowID(c.Host), CancelTaskSignal, c.ID, client.StartWorkflowOptions{
 				ID: HostWorkflowID(c.Host), TaskQueue: d.TaskQueue,
 				WorkflowIDReusePolicy: enums.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
 			}, HostWorkflowName, HostState{Host: c.Host, Supervision: d.Supervision})
-			if err != nil && !alreadyStarted(err) {
-				mu.Lock()
-				if firstErr == nil {
-					firstErr = err
-				}
-				mu.Unlock()
+			if alreadyStarted(err) {
+				return nil
 			}
-		}(c)
+			return err
+		})
 		if i%100 == 0 {
 			activity.RecordHeartbeat(ctx, i)
 		}
 	}
-	wg.Wait()
-	return firstErr
+	return g.Wait()
 }
 
 // cancelOnHosts hands cancels to the hosts and waits until they have them.

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"time"
 
 	"go.temporal.io/api/enums/v1"
@@ -13,6 +12,7 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/drover-sh/drover/activities"
 	"github.com/drover-sh/drover/policies"
@@ -42,28 +42,24 @@ func SplitChunkID(taskID string, n int) string { return fmt.Sprintf("%s/chunk-%d
 // started. A chunk already started (a retried submission) is kept.
 func splitTask(ctx context.Context, c client.Client, taskQueue string, in OperateInput, memo map[string]any) error {
 	n := (len(in.Items) + policies.ChunkSize - 1) / policies.ChunkSize
-	errs := make([]error, n)
-	sem := make(chan struct{}, chunkStartParallel)
-	var wg sync.WaitGroup
+	var g errgroup.Group
+	g.SetLimit(chunkStartParallel)
 	for k := 0; k < n; k++ {
 		start := k * policies.ChunkSize
 		chunk := OperateInput{TaskID: in.TaskID, Op: in.Op, Manage: in.Manage, Files: in.Files,
 			Items: in.Items[start:min(start+policies.ChunkSize, len(in.Items))], Offset: start, Total: len(in.Items)}
-		wg.Add(1)
-		sem <- struct{}{}
-		go func(k int) {
-			defer func() { <-sem; wg.Done() }()
+		g.Go(func() error {
 			_, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
 				ID: SplitChunkID(in.TaskID, k), TaskQueue: taskQueue,
 				WorkflowIDReusePolicy: enums.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
 			}, OperateWorkflowName, chunk)
-			if !alreadyStarted(err) {
-				errs[k] = err
+			if alreadyStarted(err) {
+				return nil
 			}
-		}(k)
+			return err
+		})
 	}
-	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
+	if err := g.Wait(); err != nil {
 		return fmt.Errorf("start the chunks of %s: %w", in.TaskID, err)
 	}
 	task := OperateInput{TaskID: in.TaskID, Op: in.Op, Manage: in.Manage, Files: in.Files, Split: n, Total: len(in.Items)}

@@ -4,10 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"sync/atomic"
 
 	"go.temporal.io/sdk/activity"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/drover-sh/drover/activities"
 	"github.com/drover-sh/drover/inventory"
@@ -49,21 +49,19 @@ func (d *Dispatcher) Status(ctx context.Context, in StatusInput) ([]HostReply, e
 	}
 	registries := newRegistryCache(ctx, d.Client, d.DataConverter, hosts)
 	out := make([]HostReply, len(in.Items))
-	sem := make(chan struct{}, statusParallel)
-	var wg sync.WaitGroup
+	var g errgroup.Group
+	g.SetLimit(statusParallel)
 	var done atomic.Int64
 	for i, it := range in.Items {
-		wg.Add(1)
-		sem <- struct{}{}
-		go func(i int, it proc.Item) {
-			defer func() { <-sem; wg.Done() }()
+		g.Go(func() error {
 			out[i] = HostReply{Index: in.Offset + i, Result: d.statusOne(ctx, registries, in.TaskID, it)}
 			if n := done.Add(1); n%50 == 0 {
 				activity.RecordHeartbeat(ctx, n)
 			}
-		}(i, it)
+			return nil
+		})
 	}
-	wg.Wait()
+	_ = g.Wait()
 	// A batch whose own context ended (its task was cancelled, or its
 	// heartbeats stopped reaching a loaded server and the SDK gave the
 	// attempt up) answers nothing: the reads it cut short are not the

@@ -13,6 +13,7 @@ import (
 
 	"github.com/spf13/cobra"
 	"go.temporal.io/sdk/client"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/drover-sh/drover/internal/config"
 	"github.com/drover-sh/drover/inventory"
@@ -116,25 +117,21 @@ func newEventsCommand() *cobra.Command {
 func collectEvents(ctx context.Context, c client.Client, hosts []inventory.Host) ([]workflows.Event, error) {
 	var mu sync.Mutex
 	var out []workflows.Event
-	var firstErr error
-	sem := make(chan struct{}, 32)
-	var wg sync.WaitGroup
+	var g errgroup.Group
+	g.SetLimit(32)
 	for _, h := range hosts {
-		wg.Add(1)
-		sem <- struct{}{}
-		go func(id string) {
-			defer func() { <-sem; wg.Done() }()
+		g.Go(func() error {
 			var evs []workflows.Event
-			_, err := workflows.QueryOpen(ctx, c, id, workflows.EventsQuery, &evs)
+			if _, err := workflows.QueryOpen(ctx, c, workflows.HostWorkflowID(h.ID()), workflows.EventsQuery, &evs); err != nil {
+				return fmt.Errorf("events: %w", err)
+			}
 			mu.Lock()
 			defer mu.Unlock()
-			if err != nil && firstErr == nil {
-				firstErr = fmt.Errorf("events: %w", err)
-			}
 			out = append(out, evs...)
-		}(workflows.HostWorkflowID(h.ID()))
+			return nil
+		})
 	}
-	wg.Wait()
+	firstErr := g.Wait()
 	sort.SliceStable(out, func(i, j int) bool { return out[i].Time.Before(out[j].Time) })
 	return out, firstErr
 }

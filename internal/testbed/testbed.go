@@ -23,6 +23,7 @@ import (
 	"testing"
 
 	"golang.org/x/crypto/ssh"
+	"golang.org/x/sync/errgroup"
 )
 
 // AppUser is the non-root account the client key is also accepted for.
@@ -241,18 +242,16 @@ func Start(opts Options) (_ *Bed, err error) {
 		})
 	}
 
-	sem := make(chan struct{}, maxParallelStarts)
 	errs := make([]error, len(b.Hosts))
-	var wg sync.WaitGroup
+	var g errgroup.Group
+	g.SetLimit(maxParallelStarts)
 	for i, h := range b.Hosts {
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer func() { <-sem; wg.Done() }()
+		g.Go(func() error {
 			errs[i] = h.setupAndStart()
-		}()
+			return nil
+		})
 	}
-	wg.Wait()
+	_ = g.Wait()
 	if err := errors.Join(errs...); err != nil {
 		return nil, fmt.Errorf("testbed: %w", err)
 	}
