@@ -219,6 +219,10 @@ const (
 	// the engine did not take.
 	DeliverRetryFirst = 200 * time.Millisecond
 	DeliverRetryMax   = 5 * time.Second
+	// DeliverReportEvery spaces the signals that carry a batch's answers
+	// to its task as they come: each wakes the task, so they are few,
+	// and a task's progress is per host, not per batch.
+	DeliverReportEvery = time.Second
 	// DeliverGrace is how long past a request's deadline the engine is
 	// still tried; the host refuses it as too late anyway.
 	DeliverGrace = time.Minute

@@ -3,10 +3,13 @@ package workflows
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
 
 	"go.temporal.io/api/enums/v1"
+	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/workflow"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/drover-sh/drover/activities"
@@ -34,13 +37,17 @@ var deliverSlots = make(chan struct{}, policies.DeliverInFlight)
 
 // Deliver hands each item to its host's workflow by update and returns
 // every host's answer. A host's items go one after another, as its
-// workflow runs them; hosts go side by side. It answers nothing unless it
-// has every answer: a batch given up (its context ended) is retried whole,
-// and an update sent again is answered from what its host kept, never run
-// twice.
+// workflow runs them; hosts go side by side. Answers reach the task as
+// they come, by AnswersSignal at most once per policies.DeliverReportEvery,
+// so its progress is per host, not per batch. It returns nothing unless
+// it has every answer: a batch given up (its context ended) is retried
+// whole, and an update sent again is answered from what its host kept,
+// never run twice.
 func (d *Dispatcher) Deliver(ctx context.Context, in DeliverInput) ([]HostReply, error) {
 	defer activities.KeepAlive(ctx)()
 	out := make([]HostReply, len(in.Items))
+	rep := newReporter(d.Client, activity.GetInfo(ctx).WorkflowExecution)
+	defer rep.run(ctx)()
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(policies.DeliverParallel)
 	// Batches of one host each.
@@ -52,6 +59,7 @@ func (d *Dispatcher) Deliver(ctx context.Context, in DeliverInput) ([]HostReply,
 					return err
 				}
 				out[i] = HostReply{Index: in.Indexes[i], Result: res}
+				rep.add(out[i])
 			}
 			return nil
 		})
@@ -60,6 +68,52 @@ func (d *Dispatcher) Deliver(ctx context.Context, in DeliverInput) ([]HostReply,
 		return nil, err
 	}
 	return out, nil
+}
+
+// reporter sends a batch's answers to its task as they come.
+type reporter struct {
+	c    client.Client
+	task workflow.Execution
+	mu   sync.Mutex
+	new  []HostReply
+}
+
+func newReporter(c client.Client, task workflow.Execution) *reporter {
+	return &reporter{c: c, task: task}
+}
+
+func (r *reporter) add(a HostReply) {
+	r.mu.Lock()
+	r.new = append(r.new, a)
+	r.mu.Unlock()
+}
+
+// run sends what came in, every policies.DeliverReportEvery, until the
+// returned stop. A signal that fails is not tried again: the batch's
+// result carries every answer anyway.
+func (r *reporter) run(ctx context.Context) (stop func()) {
+	done := make(chan struct{})
+	go func() {
+		t := time.NewTicker(policies.DeliverReportEvery)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+			r.mu.Lock()
+			batch := r.new
+			r.new = nil
+			r.mu.Unlock()
+			if len(batch) > 0 {
+				_ = r.c.SignalWorkflow(ctx, r.task.ID, r.task.RunID, AnswersSignal, batch)
+			}
+		}
+	}()
+	return func() { close(done) }
 }
 
 // deliverOne hands item i to its host and waits for its answer. An error

@@ -55,6 +55,13 @@ func (op *operation) runDelivered(ctx workflow.Context) {
 		c.Receive(ctx, nil)
 		op.cancel(ctx)
 	})
+	sel.AddReceive(workflow.GetSignalChannel(ctx, AnswersSignal), func(c workflow.ReceiveChannel, _ bool) {
+		var replies []HostReply
+		c.Receive(ctx, &replies)
+		for _, r := range replies {
+			op.set(r.Index-op.in.Offset, r.Result)
+		}
+	})
 	for pending > 0 {
 		sel.Select(ctx)
 	}

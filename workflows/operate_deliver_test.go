@@ -189,3 +189,36 @@ func TestStatusBatchGivenUpIsRetried(t *testing.T) {
 		t.Fatalf("Status ran %d times, want 4", attempts)
 	}
 }
+
+// TestOperateDeliverProgressIsPerHost: a batch's answers reach the task as
+// they come, so its progress counts each host that answered while the
+// batch still waits on others.
+func TestOperateDeliverProgressIsPerHost(t *testing.T) {
+	env := operateEnv(t)
+	release := make(chan struct{})
+	env.RegisterActivityWithOptions(func(_ context.Context, in DeliverInput) ([]HostReply, error) {
+		out := answerAll(in)
+		env.SignalWorkflow(AnswersSignal, out[:1])
+		<-release
+		return out, nil
+	}, activity.RegisterOptions{Name: "Deliver"})
+	var mid Counts
+	env.RegisterDelayedCallback(func() {
+		v, err := env.QueryWorkflow(CountsQuery)
+		if err == nil {
+			err = v.Get(&mid)
+		}
+		if err != nil {
+			t.Errorf("counts: %v", err)
+		}
+		close(release)
+	}, time.Second)
+	env.ExecuteWorkflow(OperateWorkflowName, OperateInput{TaskID: "GSETASK:T", Op: proc.OpStart, Items: twoHostItems()})
+	var res OperateResult
+	if err := env.GetWorkflowResult(&res); err != nil {
+		t.Fatal(err)
+	}
+	if mid.Done != 1 || res.Done != 2 {
+		t.Fatalf("done %d while the batch waited, %d at the end; want 1 and 2", mid.Done, res.Done)
+	}
+}

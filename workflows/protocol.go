@@ -39,6 +39,9 @@ const (
 	// ReplySignal carries a HostReply: a host's answer to a request sent
 	// by OpSignal.
 	ReplySignal = "reply"
+	// AnswersSignal carries []HostReply: hosts' answers a Deliver batch
+	// has so far, ahead of its result.
+	AnswersSignal = "answers"
 )
 
 // Host.
