@@ -55,8 +55,11 @@ const (
 	routeCLI
 )
 
-// droverPath prefixes drover's own APIs beside the GSE 2.0 ones.
-const droverPath = "/api/v2/proc/drover/"
+// drover's own APIs are served beside the GSE 2.0 ones, under "drover/".
+const (
+	droverPrefix = "drover/"
+	droverPath   = "/api/v2/proc/" + droverPrefix
+)
 
 // CancelTaskPath is cancel_task's endpoint. Its body is
 // get_proc_operate_result's ({task_id}).

@@ -8,7 +8,6 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
-	"strings"
 	"time"
 )
 
@@ -43,7 +42,7 @@ func (g *Gateway) Handler() http.Handler {
 	}
 	for _, s := range apiTable {
 		if s.route == routeDrover {
-			serve := g.serveAPI(s.name, strings.TrimPrefix(droverPath, "/api/v2/proc/")+s.name)
+			serve := g.serveAPI(s.name, droverPrefix+s.name)
 			mux.HandleFunc("POST "+droverPath+s.name, serve)
 			mux.HandleFunc("POST "+droverPath+s.name+"/", serve)
 		}
