@@ -2,38 +2,9 @@ package gseapi
 
 import (
 	"fmt"
-	"strings"
 
 	"github.com/drover-sh/drover/proc"
 )
-
-// API names drover answers.
-const (
-	APIOperateProcess       = "operate_process"
-	APIOperateProc          = "operate_proc"
-	APIOperateProcV2        = "operate_proc_v2"
-	APIOperateProcMulti     = "operate_proc_multi"
-	APIManageProc           = "manage_proc"
-	APIRegisterProcInfo     = "register_proc_info"
-	APIUpdateProcInfo       = "update_proc_info"
-	APIUnregisterProcInfo   = "unregister_proc_info"
-	APIGetProcOperateResult = "get_proc_operate_result"
-	APIGetProcStatus        = "get_proc_status"
-	APISyncProcStatus       = "sync_proc_status"
-	// GSE 2.0's result and status APIs: the same questions, answered in
-	// the forms GSE 2.0 callers look up (see the dialect in the README).
-	APIGetProcOperateResultV2 = "get_proc_operate_result_v2"
-	APIGetProcStatusV2        = "get_proc_status_v2"
-)
-
-// APIs lists every API name drover answers, in a stable order: first the
-// eight that start a task (DecodeTask), then the five queries.
-var APIs = []string{
-	APIOperateProcess, APIOperateProc, APIOperateProcV2, APIOperateProcMulti, APIManageProc,
-	APIRegisterProcInfo, APIUpdateProcInfo, APIUnregisterProcInfo,
-	APIGetProcOperateResult, APIGetProcStatus, APISyncProcStatus,
-	APIGetProcOperateResultV2, APIGetProcStatusV2,
-}
 
 // Task is any accepted request that starts work, ready for a workflow.
 type Task struct {
@@ -57,80 +28,20 @@ type Task struct {
 	contents [][]byte
 }
 
-// DecodeTask decodes and validates the body of one of the eight
-// task-starting APIs. Every error is a *FieldError; an unknown or query API
-// is one on the field "api". A nil error means at least one item.
+// DecodeTask decodes and validates the body of an API that starts a task.
+// Every error is a *FieldError; an unknown or query API is one on the field
+// "api". A nil error means at least one item.
 func DecodeTask(api string, body []byte) (*Task, error) {
-	t := &Task{API: api}
-	switch api {
-	case APIOperateProcess:
-		r, err := DecodeOperateProcess(body)
-		if err != nil {
-			return nil, err
-		}
-		t.Caller = r.Caller
-		t.Op, t.Items = r.Items()
-		t.uses = metaNamespace(r.Meta.Namespace)
-	case APIOperateProc, APIOperateProcV2:
-		meta, err := isMetaForm(body)
-		if err != nil {
-			return nil, err
-		}
-		if meta {
-			r, err := decodeMetaForm(body)
-			if err != nil {
-				return nil, err
-			}
-			t.Caller, t.MetaForm = r.Caller, true
-			t.Op, t.Items = gseOp(*r.OpType), r.items()
-			t.uses = metaNamespace(r.Meta.Namespace)
-			break
-		}
-		r, err := DecodeOperateProc(body)
-		if err != nil {
-			return nil, err
-		}
-		t.Caller = r.Caller
-		t.Op, t.Items = r.Items()
-		t.uses = []namespaceUse{{Field: "bk_biz_id", Namespace: r.Namespace()}}
-	case APIOperateProcMulti:
-		r, err := DecodeOperateProcMulti(body)
-		if err != nil {
-			return nil, err
-		}
-		t.Caller = r.Caller
-		t.Op, t.Items = r.Items()
-		for i, e := range r.Entries {
-			t.uses = append(t.uses, namespaceUse{Field: prefixPath(indexed(r.root, i), "meta.namespace"), Namespace: e.Meta.Namespace})
-		}
-	case APIManageProc:
-		r, err := DecodeManageProc(body)
-		if err != nil {
-			return nil, err
-		}
-		t.Caller = r.Caller
-		t.Op, t.Manage, t.Items = r.Items()
-		t.uses = []namespaceUse{{Field: "bk_scope_id", Namespace: r.Namespace()}}
-	case APIRegisterProcInfo, APIUpdateProcInfo, APIUnregisterProcInfo:
-		op := map[string]proc.OpType{
-			APIRegisterProcInfo: proc.OpSpecRegister, APIUpdateProcInfo: proc.OpSpecUpdate,
-			APIUnregisterProcInfo: proc.OpSpecUnregister,
-		}[api]
-		r, err := DecodeProcInfo(body, op)
-		if err != nil {
-			return nil, err
-		}
-		t.Caller = r.Caller
-		t.Op, t.Items = r.Items()
-		t.uses = metaNamespace(r.Meta.Namespace)
-	case APIPushConfig, APIRepairConfig, APITailLog:
-		if err := decodeFilesTask(t, body); err != nil {
-			return nil, err
-		}
-	case APIGetProcOperateResult, APIGetProcStatus, APISyncProcStatus, APIGetProcOperateResultV2, APIGetProcStatusV2:
+	s, err := lookup(api)
+	if err != nil {
+		return nil, err
+	}
+	if s.decode == nil {
 		return nil, fieldErr("api", "%q is a query and starts no task", api)
-	default:
-		return nil, fieldErr("api", "unknown API %q; want one of %s", api, strings.Join(APIs[:8], ", "))
+	}
+	t := &Task{API: api}
+	if err := s.decode(t, body); err != nil {
+		return nil, err
 	}
 	if len(t.Items) == 0 {
 		// Unreachable: every decoder requires a host; kept so the
@@ -140,14 +51,80 @@ func DecodeTask(api string, body []byte) (*Task, error) {
 	return t, nil
 }
 
-// Synchronous reports whether an API answers with per-key results in the
-// request itself (the registry APIs) rather than with a task id to poll.
-func Synchronous(api string) bool {
-	switch api {
-	case APIRegisterProcInfo, APIUpdateProcInfo, APIUnregisterProcInfo:
-		return true
+func decodeOperateProcess(t *Task, body []byte) error {
+	r, err := DecodeOperateProcess(body)
+	if err != nil {
+		return err
 	}
-	return false
+	t.Caller = r.Caller
+	t.Op, t.Items = r.Items()
+	t.uses = metaNamespace(r.Meta.Namespace)
+	return nil
+}
+
+// decodeOperateProcForms reads operate_proc(_v2) in either form: the
+// seeds' or GSE 2.0's meta form, told apart by the body's shape.
+func decodeOperateProcForms(t *Task, body []byte) error {
+	meta, err := isMetaForm(body)
+	if err != nil {
+		return err
+	}
+	if meta {
+		r, err := decodeMetaForm(body)
+		if err != nil {
+			return err
+		}
+		t.Caller, t.MetaForm = r.Caller, true
+		t.Op, t.Items = gseOp(*r.OpType), r.items()
+		t.uses = metaNamespace(r.Meta.Namespace)
+		return nil
+	}
+	r, err := DecodeOperateProc(body)
+	if err != nil {
+		return err
+	}
+	t.Caller = r.Caller
+	t.Op, t.Items = r.Items()
+	t.uses = []namespaceUse{{Field: "bk_biz_id", Namespace: r.Namespace()}}
+	return nil
+}
+
+func decodeOperateProcMulti(t *Task, body []byte) error {
+	r, err := DecodeOperateProcMulti(body)
+	if err != nil {
+		return err
+	}
+	t.Caller = r.Caller
+	t.Op, t.Items = r.Items()
+	for i, e := range r.Entries {
+		t.uses = append(t.uses, namespaceUse{Field: prefixPath(indexed(r.root, i), "meta.namespace"), Namespace: e.Meta.Namespace})
+	}
+	return nil
+}
+
+func decodeManageProc(t *Task, body []byte) error {
+	r, err := DecodeManageProc(body)
+	if err != nil {
+		return err
+	}
+	t.Caller = r.Caller
+	t.Op, t.Manage, t.Items = r.Items()
+	t.uses = []namespaceUse{{Field: "bk_scope_id", Namespace: r.Namespace()}}
+	return nil
+}
+
+// decodeProcInfo decodes a registry API, whose op is its own.
+func decodeProcInfo(op proc.OpType) func(*Task, []byte) error {
+	return func(t *Task, body []byte) error {
+		r, err := DecodeProcInfo(body, op)
+		if err != nil {
+			return err
+		}
+		t.Caller = r.Caller
+		t.Op, t.Items = r.Items()
+		t.uses = metaNamespace(r.Meta.Namespace)
+		return nil
+	}
 }
 
 // GseTaskData is the answer of operate_proc, operate_proc_v2 and manage_proc.
@@ -155,25 +132,16 @@ type GseTaskData struct {
 	BkGseTaskID string `json:"bk_gse_taskid"`
 }
 
-// Accepted is the answer to an accepted asynchronous request:
-// operate_process, operate_proc_multi, operate_proc's meta form and
-// drover's file APIs answer data {"task_id"}; the seeds' operate_proc, operate_proc_v2 and
-// manage_proc data {"bk_gse_taskid"}. The synchronous registry APIs answer
-// with SyncResponse; should one reach here, it gets {"task_id"} so the work
-// can still be polled.
+// Accepted is the answer to an accepted asynchronous request: its task id
+// under the field that API's callers read (see apiTable). The synchronous
+// registry APIs answer with SyncResponse; should one reach here, it gets
+// {"task_id"} so the work can still be polled.
 func Accepted(t *Task, taskID string) Response {
-	switch t.API {
-	case APIOperateProc, APIOperateProcV2, APIManageProc:
-		if !t.MetaForm {
-			return OK(GseTaskData{BkGseTaskID: taskID})
-		}
-		return OK(TaskData{TaskID: taskID})
-	case APIOperateProcess, APIOperateProcMulti,
-		APIRegisterProcInfo, APIUpdateProcInfo, APIUnregisterProcInfo,
-		APIPushConfig, APIRepairConfig, APITailLog:
-		return OK(TaskData{TaskID: taskID})
+	s, err := lookup(t.API)
+	if err != nil || s.accepted == nil {
+		return Failure(0, fieldErr("api", "unknown task API %q", t.API))
 	}
-	return Failure(0, fieldErr("api", "unknown task API %q", t.API))
+	return OK(s.accepted(t, taskID))
 }
 
 // SyncResponse is a registry API's answer: data keyed by each item's

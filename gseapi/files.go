@@ -12,19 +12,6 @@ import (
 	"github.com/drover-sh/drover/proc"
 )
 
-// drover's own file APIs, beside the GSE ones: push config files (and
-// reload or restart), repair drifted ones, and read a log's tail.
-const (
-	APIPushConfig   = "push_config"
-	APIRepairConfig = "repair_config"
-	// APITailLog is the starter's: a long tail's answer refers to the
-	// content store, which the starter reads.
-	APITailLog = "tail_proc_log"
-)
-
-// FileAPIs are the file APIs served over HTTP.
-var FileAPIs = []string{APIPushConfig, APIRepairConfig}
-
 // FileJSON is one entry of push_config's files: the content inline, as
 // base64, or by the sha256 of content already in the content store.
 type FileJSON struct {
@@ -54,43 +41,45 @@ type ContentStore interface {
 // MaxPushFiles bounds the files of one push.
 const MaxPushFiles = 100
 
-// decodeFilesTask validates a file API's body into t. Inline contents are
-// decoded and kept aside (never in a workflow input) until StoreFiles puts
-// them in the content store.
-func decodeFilesTask(t *Task, body []byte) error {
-	var r FilesRequest
-	if err := decode(body, &r); err != nil {
-		return err
-	}
-	if err := validateMeta("meta", r.Meta); err != nil {
-		return err
-	}
-	targets, err := r.HostList.targets("")
-	if err != nil {
-		return err
-	}
-	t.Caller, t.Items, t.uses = r.Caller, metaItems(r.Meta, targets, nil), metaNamespace(r.Meta.Namespace)
-	t.Files = &proc.FileOp{}
-	switch t.API {
-	case APIPushConfig:
-		t.Op = proc.OpPushConfig
-		return decodePush(t, r)
-	case APIRepairConfig:
-		t.Op = proc.OpRepairConfig
-	case APITailLog:
-		t.Op = proc.OpLogs
-		if r.Tail != nil {
-			if *r.Tail < 1 || *r.Tail > 10000 {
-				return fieldErr("tail", "must be 1 to 10000 lines, got %d", *r.Tail)
-			}
-			t.Files.Tail = *r.Tail
+// decodeFiles decodes a file API whose op is op: meta and hosts, then what
+// more reads of its own fields. Inline contents are decoded and kept aside
+// (never in a workflow input) until StoreFiles puts them in the content
+// store.
+func decodeFiles(op proc.OpType, more func(*Task, FilesRequest) error) func(*Task, []byte) error {
+	return func(t *Task, body []byte) error {
+		var r FilesRequest
+		if err := decode(body, &r); err != nil {
+			return err
 		}
-		if r.Grep != "" {
-			if err := validRegexp(r.Grep); err != nil {
-				return fieldErr("grep", "%v", err)
-			}
-			t.Files.Grep = r.Grep
+		if err := validateMeta("meta", r.Meta); err != nil {
+			return err
 		}
+		targets, err := r.HostList.targets("")
+		if err != nil {
+			return err
+		}
+		t.Caller, t.Items, t.uses = r.Caller, metaItems(r.Meta, targets, nil), metaNamespace(r.Meta.Namespace)
+		t.Op, t.Files = op, &proc.FileOp{}
+		if more == nil {
+			return nil
+		}
+		return more(t, r)
+	}
+}
+
+// decodeTail reads tail_proc_log's tail and grep.
+func decodeTail(t *Task, r FilesRequest) error {
+	if r.Tail != nil {
+		if *r.Tail < 1 || *r.Tail > 10000 {
+			return fieldErr("tail", "must be 1 to 10000 lines, got %d", *r.Tail)
+		}
+		t.Files.Tail = *r.Tail
+	}
+	if r.Grep != "" {
+		if err := validRegexp(r.Grep); err != nil {
+			return fieldErr("grep", "%v", err)
+		}
+		t.Files.Grep = r.Grep
 	}
 	return nil
 }

@@ -2,7 +2,6 @@ package gseapi
 
 import (
 	"errors"
-	"slices"
 	"strings"
 	"testing"
 
@@ -31,10 +30,9 @@ func fuzzSeeds(f *testing.F) [][]byte {
 }
 
 func FuzzDecodeTask(f *testing.F) {
-	fileAPIs := append(slices.Clone(FileAPIs), APITailLog)
 	for _, body := range fuzzSeeds(f) {
-		for _, api := range slices.Concat(APIs, fileAPIs) {
-			f.Add(api, body)
+		for _, s := range apiTable {
+			f.Add(s.name, body)
 		}
 	}
 	f.Add(APIPushConfig, []byte(`{"meta":{"namespace":"web","name":"svc"},"hosts":[{"ip":"10.0.0.1","bk_cloud_id":0}],`+
@@ -87,7 +85,7 @@ func checkTask(t *testing.T, api string, body []byte) {
 	}
 	// File ops come from the file APIs only, with their files, each path
 	// absolute and already clean.
-	if task.Op.IsFileOp() != (task.Files != nil) || task.Op.IsFileOp() != (api == APIPushConfig || api == APIRepairConfig || api == APITailLog) {
+	if s, _ := lookup(api); task.Op.IsFileOp() != (task.Files != nil) || task.Op.IsFileOp() != (s.kind == kindFile) {
 		t.Fatalf("op %v with files %+v for %s", task.Op, task.Files, api)
 	}
 	if task.Files != nil {

@@ -50,17 +50,19 @@ func Call(ctx context.Context, e Engine, api string, body []byte, wait bool) (Re
 // header): its identity replaces the body's, and every namespace the
 // request touches must be in its grant, checked before anything starts.
 func CallAs(ctx context.Context, e Engine, api string, body []byte, wait bool, g *Grant) (Response, Outcome) {
-	switch api {
-	case APIGetProcOperateResult, APIGetProcOperateResultV2:
-		q, err := DecodeResultQuery(body)
+	s, err := lookup(api)
+	if err != nil {
+		return Failure(0, err), OutcomeBadRequest
+	}
+	if s.query != nil {
+		q, err := s.query(body)
 		if err != nil {
 			return Failure(0, err), OutcomeBadRequest
 		}
-		return resultsFor(ctx, e, q.TaskID, false, g, api == APIGetProcOperateResultV2)
-	case APIGetProcStatus, APIGetProcStatusV2:
-		return getProcStatus(ctx, e, body, g, api == APIGetProcStatusV2)
-	case APISyncProcStatus:
-		return syncProcStatus(ctx, e, body, g)
+		if err := g.check(q.uses); err != nil {
+			return forbidden(err)
+		}
+		return q.answer(ctx, e, g)
 	}
 	t, err := DecodeTask(api, body)
 	if err != nil {
@@ -80,7 +82,7 @@ func CallAs(ctx context.Context, e Engine, api string, body []byte, wait bool, g
 	if err != nil {
 		return Failure(CodeUnavailable, err), OutcomeUnavailable
 	}
-	if Synchronous(api) {
+	if s.kind == kindSync {
 		wctx, cancel := context.WithTimeout(ctx, SyncTimeout)
 		defer cancel()
 		res, err := e.Results(wctx, id, true)
@@ -96,6 +98,19 @@ func CallAs(ctx context.Context, e Engine, api string, body []byte, wait bool, g
 		return Accepted(t, id), OutcomeOK
 	}
 	return resultsFor(ctx, e, id, true, g, false)
+}
+
+// resultQuery decodes get_proc_operate_result, or with v2 its GSE 2.0 twin.
+func resultQuery(v2 bool) func([]byte) (query, error) {
+	return func(body []byte) (query, error) {
+		q, err := DecodeResultQuery(body)
+		if err != nil {
+			return query{}, err
+		}
+		return query{answer: func(ctx context.Context, e Engine, g *Grant) (Response, Outcome) {
+			return resultsFor(ctx, e, q.TaskID, false, g, v2)
+		}}, nil
+	}
 }
 
 // resultsFor answers get_proc_operate_result, or with v2 its GSE 2.0 twin
@@ -141,16 +156,14 @@ func outcomeOf(res []proc.KeyedResult) Outcome {
 // Validate decodes a call's body without acting on it, so a bad request is
 // refused before anything is contacted.
 func Validate(api string, body []byte) error {
-	var err error
-	switch api {
-	case APIGetProcOperateResult, APIGetProcOperateResultV2:
-		_, err = DecodeResultQuery(body)
-	case APIGetProcStatus, APIGetProcStatusV2:
-		_, err = DecodeStatusQuery(body)
-	case APISyncProcStatus:
-		_, err = DecodeSyncQuery(body)
-	default:
-		_, err = DecodeTask(api, body)
+	s, err := lookup(api)
+	if err != nil {
+		return err
 	}
+	if s.query != nil {
+		_, err = s.query(body)
+		return err
+	}
+	_, err = DecodeTask(api, body)
 	return err
 }

@@ -8,7 +8,6 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
-	"slices"
 	"time"
 )
 
@@ -34,18 +33,23 @@ type Gateway struct {
 	Timeout time.Duration
 }
 
-// Handler routes the gateway's paths.
+// Handler routes the gateway's paths: every API of the table at its route.
 func (g *Gateway) Handler() http.Handler {
 	mux := http.NewServeMux()
-	mux.HandleFunc("POST /api/c/compapi/v2/gse/{api}/", g.serveAPI)
-	mux.HandleFunc("POST /api/c/compapi/v2/gse/{api}", g.serveAPI)
-	mux.HandleFunc("POST /api/v2/proc/{api}", g.serveAPI)
-	mux.HandleFunc("POST /api/v2/proc/{api}/", g.serveAPI)
+	for _, p := range []string{"/api/c/compapi/v2/gse/{api}", "/api/v2/proc/{api}"} {
+		mux.HandleFunc("POST "+p, g.serveGSE)
+		mux.HandleFunc("POST "+p+"/", g.serveGSE)
+	}
+	for _, s := range apiTable {
+		if s.route == routeDrover {
+			serve := g.serveAPI(s.name, droverPrefix+s.name)
+			mux.HandleFunc("POST "+droverPath+s.name, serve)
+			mux.HandleFunc("POST "+droverPath+s.name+"/", serve)
+		}
+	}
 	// drover's own: rollouts, beside the GSE paths (see rollout.go).
 	mux.HandleFunc("POST /api/v2/drover/rollout", g.serveRollout)
 	mux.HandleFunc("POST /api/v2/drover/rollout/{action}", g.serveRollout)
-	mux.HandleFunc("POST "+CancelTaskPath, g.serveCancel)
-	mux.HandleFunc("POST "+CancelTaskPath+"/", g.serveCancel)
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = io.WriteString(w, `{"result":true,"code":0,"message":"ok","data":null}`)
@@ -53,9 +57,28 @@ func (g *Gateway) Handler() http.Handler {
 	return mux
 }
 
-func (g *Gateway) serveAPI(w http.ResponseWriter, r *http.Request) {
+// serveGSE answers an API at the ESB and GSE 2.0 paths, which serve the
+// table's APIs routed there; any other name is not found.
+func (g *Gateway) serveGSE(w http.ResponseWriter, r *http.Request) {
 	api := r.PathValue("api")
-	g.serve(w, r, api, func() (int, Response, string, string) { return g.answer(r, api) })
+	if s, err := lookup(api); err != nil || s.route != routeGSE {
+		g.serve(w, r, api, func() (int, Response, string, string) {
+			return http.StatusNotFound, Failure(CodeBadRequest, fieldErr("api", "%q is not a known API", api)), "", ""
+		})
+		return
+	}
+	g.serveAPI(api, api)(w, r)
+}
+
+// serveAPI answers api, logged as logName.
+func (g *Gateway) serveAPI(api, logName string) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		g.serve(w, r, logName, func() (int, Response, string, string) {
+			return g.answerWith(r, func(ctx context.Context, body []byte, grant *Grant) (Response, Outcome) {
+				return CallAs(ctx, g.Engine, api, body, false, grant)
+			})
+		})
+	}
 }
 
 // serve writes an answer and logs the call.
@@ -68,15 +91,6 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, api string, answ
 		g.Logger.Info("api", "method", r.Method, "path", r.URL.Path, "api", api, "app", app, "operator", operator,
 			"status", status, "code", resp.Code, "ms", time.Since(began).Milliseconds())
 	}
-}
-
-func (g *Gateway) answer(r *http.Request, api string) (int, Response, string, string) {
-	if !slices.Contains(APIs, api) && !slices.Contains(FileAPIs, api) {
-		return http.StatusNotFound, Failure(CodeBadRequest, fieldErr("api", "%q is not a known API", api)), "", ""
-	}
-	return g.answerWith(r, func(ctx context.Context, body []byte, grant *Grant) (Response, Outcome) {
-		return CallAs(ctx, g.Engine, api, body, false, grant)
-	})
 }
 
 // answerWith reads and authenticates a call, then answers it with call.
@@ -102,18 +116,7 @@ func (g *Gateway) answerWith(r *http.Request, call func(context.Context, []byte,
 		defer cancel()
 	}
 	resp, outcome := call(ctx, body, &Grant{Caller: caller, App: app.Code, Namespaces: app.Namespaces})
-	status := http.StatusOK
-	switch outcome {
-	case OutcomeBadRequest:
-		status = http.StatusBadRequest
-	case OutcomeUnavailable:
-		status = http.StatusServiceUnavailable
-	case OutcomeNotFound:
-		status = http.StatusNotFound
-	case OutcomeForbidden:
-		status = http.StatusForbidden
-	}
-	return status, resp, caller.AppCode, operator
+	return httpStatus(outcome), resp, caller.AppCode, operator
 }
 
 // callerOf reads the caller from the body's common fields, or from the

@@ -135,14 +135,20 @@ func statusOf(ctx context.Context, e Engine, items []proc.Item, labels map[strin
 	return out, nil
 }
 
-func getProcStatus(ctx context.Context, e Engine, body []byte, g *Grant, v2 bool) (Response, Outcome) {
-	q, err := DecodeStatusQuery(body)
-	if err != nil {
-		return Failure(0, err), OutcomeBadRequest
+// statusQuery decodes get_proc_status, or with v2 its GSE 2.0 twin.
+func statusQuery(v2 bool) func([]byte) (query, error) {
+	return func(body []byte) (query, error) {
+		q, err := DecodeStatusQuery(body)
+		if err != nil {
+			return query{}, err
+		}
+		return query{uses: metaNamespace(q.Namespace), answer: func(ctx context.Context, e Engine, _ *Grant) (Response, Outcome) {
+			return getProcStatus(ctx, e, q, v2)
+		}}, nil
 	}
-	if err := g.check(metaNamespace(q.Namespace)); err != nil {
-		return forbidden(err)
-	}
+}
+
+func getProcStatus(ctx context.Context, e Engine, q *StatusQuery, v2 bool) (Response, Outcome) {
 	items := make([]proc.Item, len(q.Targets))
 	for i, t := range q.Targets {
 		items[i] = proc.Item{Target: t, Process: proc.ProcessID{Namespace: q.Namespace, Name: q.Name}}
@@ -154,14 +160,17 @@ func getProcStatus(ctx context.Context, e Engine, body []byte, g *Grant, v2 bool
 	return OK(StatusData{ProcInfos: infos}), OutcomeOK
 }
 
-func syncProcStatus(ctx context.Context, e Engine, body []byte, g *Grant) (Response, Outcome) {
+func syncQuery(body []byte) (query, error) {
 	q, err := DecodeSyncQuery(body)
 	if err != nil {
-		return Failure(0, err), OutcomeBadRequest
+		return query{}, err
 	}
-	if err := g.check(metaNamespace(q.Namespace)); err != nil {
-		return forbidden(err)
-	}
+	return query{uses: metaNamespace(q.Namespace), answer: func(ctx context.Context, e Engine, _ *Grant) (Response, Outcome) {
+		return syncProcStatus(ctx, e, q)
+	}}, nil
+}
+
+func syncProcStatus(ctx context.Context, e Engine, q *SyncQuery) (Response, Outcome) {
 	reg, ok := e.(Registry)
 	if !ok {
 		return Failure(CodeUnavailable, errors.New("this engine cannot list the registry")), OutcomeUnavailable

@@ -233,7 +233,7 @@ func newCancelCommand() *cobra.Command {
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			body, _ := json.Marshal(map[string]string{"task_id": args[0]})
-			if _, err := gseapi.DecodeResultQuery(body); err != nil {
+			if err := gseapi.Validate(gseapi.APICancelTask, body); err != nil {
 				return reject(cmd, err)
 			}
 			cfg, err := config.Load(cmd.Flags())
@@ -245,7 +245,7 @@ func newCancelCommand() *cobra.Command {
 				return err
 			}
 			defer c.Close()
-			resp, outcome := gseapi.CancelTaskAs(cmd.Context(), engine(c, cfg, nil), body, nil)
+			resp, outcome := gseapi.Call(cmd.Context(), engine(c, cfg, nil), gseapi.APICancelTask, body, false)
 			return finish(cmd, resp, outcome)
 		},
 	}

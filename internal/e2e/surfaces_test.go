@@ -3,17 +3,17 @@ package e2e
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
-	"regexp"
 	"slices"
-	"sort"
 	"strings"
 	"testing"
 	"time"
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/drover-sh/drover/internal/jsonshape"
 	"github.com/drover-sh/drover/proc"
 )
 
@@ -46,13 +46,13 @@ func TestEveryAPIOverCLIAndHTTP(t *testing.T) {
 		for _, path := range []string{"/api/c/compapi/v2/gse/" + api + "/", "/api/v2/proc/" + api} {
 			answers[path] = srv.post(t, path, body)
 		}
-		cliShape := shapeOf(cliResp)
+		cliShape := jsonshape.Of(cliResp)
 		for how, resp := range answers {
-			got := shapeOf(resp)
-			if how != "cli" && !equalShapes(got, cliShape) {
+			got := jsonshape.Of(resp)
+			if how != "cli" && !maps.Equal(got, cliShape) {
 				t.Fatalf("%s: %s answers another shape than the CLI:\nhttp: %v\ncli:  %v", api, how, got, cliShape)
 			}
-			if missing := missingFrom(want, got); len(missing) > 0 {
+			if missing := jsonshape.Missing(want, got); len(missing) > 0 {
 				t.Fatalf("%s over %s lacks documented fields %v:\n%v", api, how, missing, resp)
 			}
 		}
@@ -86,7 +86,7 @@ func TestEveryAPIOverCLIAndHTTP(t *testing.T) {
 		if err := json.Unmarshal([]byte(entry.Content), &content); err != nil {
 			t.Fatalf("content of %s is not a JSON string: %v", task, err)
 		}
-		if missing := missingFrom(documentedShape(t, tc.content), shapeOf(content)); len(missing) > 0 {
+		if missing := jsonshape.Missing(documentedShape(t, tc.content), jsonshape.Of(content)); len(missing) > 0 {
 			t.Fatalf("%s content lacks documented fields %v: %s", task, missing, entry.Content)
 		}
 	}
@@ -168,74 +168,9 @@ func (s *serveProc) log() string {
 // documentedShape is the shape of a documented response example.
 func documentedShape(t *testing.T, name string) map[string]string {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join("testdata", "shapes", name+".json"))
+	s, err := jsonshape.File(filepath.Join("testdata", "shapes", name+".json"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	var v any
-	if err := json.Unmarshal(b, &v); err != nil {
-		t.Fatalf("%s: %v", name, err)
-	}
-	return shapeOf(v)
-}
-
-var resultKey = regexp.MustCompile(`^\d+:(\d+:)?[^:]+:.*:.*$`)
-
-// shapeOf maps each field path of a JSON value to its JSON type. Array
-// elements share the path `[]` and per-host result keys the path `<key>`, so
-// two answers about different hosts or tasks have one shape.
-func shapeOf(v any) map[string]string {
-	out := map[string]string{}
-	var walk func(path string, v any)
-	walk = func(path string, v any) {
-		switch x := v.(type) {
-		case map[string]any:
-			out[path] = "object"
-			for k, child := range x {
-				if k == "<key>" || resultKey.MatchString(k) {
-					k = "<key>"
-				}
-				walk(path+"."+k, child)
-			}
-		case []any:
-			out[path] = "array"
-			for _, child := range x {
-				walk(path+"[]", child)
-			}
-		case string:
-			out[path] = "string"
-		case float64:
-			out[path] = "number"
-		case bool:
-			out[path] = "bool"
-		case nil:
-			out[path] = "null"
-		}
-	}
-	walk("", v)
-	return out
-}
-
-func equalShapes(a, b map[string]string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for k, v := range a {
-		if b[k] != v {
-			return false
-		}
-	}
-	return true
-}
-
-// missingFrom lists the documented paths that got lacks or types otherwise.
-func missingFrom(documented, got map[string]string) []string {
-	var missing []string
-	for path, typ := range documented {
-		if got[path] != typ {
-			missing = append(missing, fmt.Sprintf("%s (%s, got %q)", path, typ, got[path]))
-		}
-	}
-	sort.Strings(missing)
-	return missing
+	return s
 }
