@@ -121,6 +121,12 @@ func TestCancelRestartMidWay(t *testing.T) {
 	// gates. The task answers as soon as it cancels its hosts' activities;
 	// each activity learns of the cancel at its next heartbeat and only
 	// then ends its command, so on a loaded machine that takes a while.
+	t.Cleanup(func() {
+		if t.Failed() {
+			e.dumpStuckHosts(t, []proc.Item{ids[open].item()})
+			e.dumpStuckHosts(t, []proc.Item{ids[open+1].item()})
+		}
+	})
 	waitFor(t, 2*time.Minute, "the cancelled restart_cmds gone from the hosts", func() bool {
 		out, _ := e.bed.Hosts[0].Exec("pgrep -f 'while \\[ ! -e g[o] ' || true")
 		return strings.TrimSpace(out) == ""

@@ -13,8 +13,10 @@ import (
 	"github.com/drover-sh/drover/workflows"
 )
 
-// dumpStuckHosts prints the tail of each host workflow that accepted an op
-// update and has not completed it.
+// dumpStuckHosts prints, for a failed test, the tail of the history of each
+// host workflow that accepted an op update and has not completed it (of
+// every one, for a single item): its updates, local ops and activities
+// with their inputs and results.
 func (e *env) dumpStuckHosts(t *testing.T, items []proc.Item) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -29,7 +31,25 @@ func (e *env) dumpStuckHosts(t *testing.T, items []proc.Item) {
 			if err != nil {
 				break
 			}
-			lines = append(lines, fmt.Sprintf("%d %s %s", ev.GetEventId(), ev.GetEventTime().AsTime().Format("15:04:05.000"), strings.TrimPrefix(ev.GetEventType().String(), "EVENT_TYPE_")))
+			line := fmt.Sprintf("%d %s %s", ev.GetEventId(), ev.GetEventTime().AsTime().Format("15:04:05.000"), strings.TrimPrefix(ev.GetEventType().String(), "EVENT_TYPE_"))
+			if m := ev.GetMarkerRecordedEventAttributes(); m != nil && m.GetMarkerName() != "Version" {
+				line += fmt.Sprintf(" %s %v", m.GetMarkerName(), m.GetFailure().GetMessage())
+				for k, p := range m.GetDetails() {
+					if k == "data" || k == "result" {
+						d := string(p.GetPayloads()[0].GetData())
+						line += " " + k + "=" + d[:min(len(d), 300)]
+					}
+				}
+			}
+			if a := ev.GetActivityTaskScheduledEventAttributes(); a != nil {
+				d := string(a.GetInput().GetPayloads()[0].GetData())
+				line += " " + a.GetActivityType().GetName() + " " + d[:min(len(d), 300)]
+			}
+			if a := ev.GetActivityTaskCompletedEventAttributes(); a != nil {
+				d := string(a.GetResult().GetPayloads()[0].GetData())
+				line += " " + d[:min(len(d), 300)]
+			}
+			lines = append(lines, line)
 			switch ev.GetEventType() {
 			case enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_ACCEPTED:
 				open++
@@ -47,8 +67,8 @@ func (e *env) dumpStuckHosts(t *testing.T, items []proc.Item) {
 	}
 }
 
-// dumpLeftovers prints the host workflows of the requests whose control
-// scripts still run on the bed's hosts.
+// dumpLeftovers prints, for a failed cancel test, the host workflows of the
+// requests whose gated control scripts still run on the bed's hosts.
 func (e *env) dumpLeftovers(t *testing.T) {
 	seen := map[string]bool{}
 	for _, h := range e.bed.Hosts {
