@@ -2,7 +2,6 @@ package workflows
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -14,8 +13,6 @@ import (
 	"go.temporal.io/sdk/testsuite"
 	"go.temporal.io/sdk/workflow"
 
-	"github.com/drover-sh/drover/activities"
-	"github.com/drover-sh/drover/inventory"
 	"github.com/drover-sh/drover/policies"
 	"github.com/drover-sh/drover/proc"
 )
@@ -65,17 +62,5 @@ func TestCheckTaskRunsInCheckBatches(t *testing.T) {
 // TestCheckBatchCutShortIsRetriedNotAnswered: as for status, a check batch
 // whose own context ends while it reads registries answers nothing.
 func TestCheckBatchCutShortIsRetriedNotAnswered(t *testing.T) {
-	hosts := []inventory.Host{{IP: "10.0.0.1"}, {IP: "10.0.0.2"}}
-	inv, err := inventory.New("/dev/null", inventory.Host{User: "root", IdentityFile: "/dev/null"}, nil, hosts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	d := &Dispatcher{Client: &cutShort{end: cancel}, TaskQueue: "q", Inventory: inv, Acts: &activities.Activities{Inventory: inv}}
-	items := []proc.Item{{Target: proc.Target{IP: "10.0.0.1"}}, {Target: proc.Target{IP: "10.0.0.2"}}}
-	replies, err := d.Check(ctx, StatusInput{TaskID: "T", Items: items})
-	if !errors.Is(err, context.Canceled) || replies != nil {
-		t.Fatalf("want the batch to fail with its context's end and answer nothing; got %v and %+v", err, replies)
-	}
+	testBatchCutShort(t, (*Dispatcher).Check)
 }

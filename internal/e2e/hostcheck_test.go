@@ -196,14 +196,14 @@ func anyLineMatches(lines []string, pattern string) bool {
 
 // TestHostsCheckTimeAgainstStatus times `starter hosts check` against
 // `starter status` on the same identities (DROVER_HOSTCHECK_IDENTITIES,
-// 120, sharing DROVER_HOSTCHECK_SSHD sshd hosts, 2), each of whose
+// 100, sharing DROVER_HOSTCHECK_SSHD sshd hosts, 2), each of whose
 // processes runs as drover-app, so the check also goes through sudo. It
 // logs both times and their ratio, and asserts only that both answered
-// every identity, each either passed or timed out under the machine's
-// load. `make test-hostcheck-scale` runs it at 1,000 identities on
+// every identity, each either passing or running out of time under the
+// machine's load. `make test-hostcheck-scale` runs it at 1,000 identities on
 // 10 sshd hosts.
 func TestHostsCheckTimeAgainstStatus(t *testing.T) {
-	n, sshd := envCount("DROVER_HOSTCHECK_IDENTITIES", 120), envCount("DROVER_HOSTCHECK_SSHD", 2)
+	n, sshd := envCount("DROVER_HOSTCHECK_IDENTITIES", 100), envCount("DROVER_HOSTCHECK_SSHD", 2)
 	e := newEnv(t, sshd)
 	for _, h := range e.bed.Hosts {
 		if _, err := h.StartSample("fleet", "svc", testbed.AppUser); err != nil {
@@ -241,54 +241,50 @@ func TestHostsCheckTimeAgainstStatus(t *testing.T) {
 		t.Fatalf("register: %v, %d results of %d", err, len(reg.Results), n)
 	}
 
-	// Every identity is answered by both. A connection or a command
-	// that ran out of time (9105) is the machine's load, and is counted;
-	// any other failure on this healthy bed fails the test.
-	answered := func(op string, codes map[proc.Code]int, example map[proc.Code]string) {
-		total := 0
-		for code, k := range codes {
-			total += k
-			if code != proc.CodeSuccess && code != proc.CodeTimeout {
-				t.Fatalf("%s: %d identities answered %d, e.g. %s", op, k, code, example[code])
+	// Every identity is answered by both. What the machine's load explains
+	// is counted and logged: a command or connection that ran out of time
+	// (9105), a registry read that did (9199, "deadline exceeded"). Any
+	// other failure on this healthy bed fails the test.
+	answered := func(op string, rows map[string]proc.HostResult) {
+		loaded := map[proc.Code]int{}
+		for key, r := range rows {
+			switch {
+			case r.Code == proc.CodeSuccess:
+			case r.Code == proc.CodeTimeout, r.Code == proc.CodeInternal && strings.HasSuffix(r.Message, "deadline exceeded"):
+				if loaded[r.Code]++; loaded[r.Code] == 1 {
+					t.Logf("%s: under load, e.g. %s: %d %s", op, key, r.Code, r.Message)
+				}
+			default:
+				t.Fatalf("%s: %s answered %d: %s", op, key, r.Code, r.Message)
 			}
 		}
-		if total != n {
-			t.Fatalf("%s: %d identities answered, want %d", op, total, n)
+		if len(rows) != n {
+			t.Fatalf("%s: %d identities answered, want %d", op, len(rows), n)
 		}
-		if codes[proc.CodeTimeout] > 0 {
-			t.Logf("%s: %d identities timed out (9105), e.g. %s", op, codes[proc.CodeTimeout], example[proc.CodeTimeout])
+		if len(loaded) > 0 {
+			t.Logf("%s: identities that ran out of time, by code: %v", op, loaded)
 		}
 	}
 	status := func() time.Duration {
 		began := time.Now()
 		out, errOut, _ := e.starter("", "status", "--namespace", "fleet", "--name", "svc", "--hosts", "all", "-o", "json")
 		took := time.Since(began)
-		var rows []struct {
-			Key     string    `json:"key"`
-			Code    proc.Code `json:"error_code"`
-			Message string    `json:"error_msg"`
-		}
-		if err := json.Unmarshal([]byte(out), &rows); err != nil {
+		var list []proc.KeyedResult
+		if err := json.Unmarshal([]byte(out), &list); err != nil {
 			t.Fatalf("status: %v\n%s", err, errOut)
 		}
-		codes, example := map[proc.Code]int{}, map[proc.Code]string{}
-		for _, r := range rows {
-			codes[r.Code]++
-			example[r.Code] = r.Key + ": " + r.Message
-		}
-		answered("status", codes, example)
+		answered("status", proc.ByKey(list))
 		return took
 	}
 	check := func() time.Duration {
 		began := time.Now()
 		c, _, _ := e.hostsCheck()
 		took := time.Since(began)
-		codes, example := map[proc.Code]int{}, map[proc.Code]string{}
+		rows := map[string]proc.HostResult{}
 		for _, h := range c.Hosts {
-			codes[h.Code]++
-			example[h.Code] = h.Host + ": " + h.Message
+			rows[h.Host] = proc.HostResult{Code: h.Code, Message: h.Message}
 		}
-		answered("hosts check", codes, example)
+		answered("hosts check", rows)
 		return took
 	}
 	// The first op pays for the worker's connections; each kind is then
