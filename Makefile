@@ -16,7 +16,7 @@ RCLONE_VERSION := v1.76.0
 FUZZTIME ?= 5s
 CHAOS_FUZZTIME ?= 30s
 
-.PHONY: all build deps bench-deps bench bench-fleet demo test test-unit test-scale test-s3 chaos fuzz lint fmt vet staticcheck clean
+.PHONY: all build deps bench-deps bench bench-fleet demo test test-unit test-scale test-hostcheck-scale test-s3 chaos fuzz lint fmt vet staticcheck clean
 
 all: build
 
@@ -102,6 +102,11 @@ clean:
 ## supervision cost (DROVER_FANOUT=1000 for a quick run; not part of make test)
 test-scale: deps bin/temporal
 	$(GO) test -tags scale -timeout 120m -run "TestFanOut|TestSupervisionCost|TestSupervisionServerCost" -v ./internal/e2e
+
+## test-hostcheck-scale: `starter hosts check` timed against `starter status` over
+## 1,000 identities on 10 sshd hosts (the 100-identity run is part of make test)
+test-hostcheck-scale: deps bin/temporal
+	DROVER_HOSTCHECK_IDENTITIES=1000 DROVER_HOSTCHECK_SSHD=10 $(GO) test -count=1 -timeout 40m -run 'TestHostsCheckTimeAgainstStatus' -v ./internal/e2e
 
 ## test-s3: the content store on a real S3-compatible server (rclone serve
 ## s3 on 127.0.0.1): a starter, `starter serve` and a worker share one bucket

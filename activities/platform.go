@@ -45,6 +45,10 @@ type platform interface {
 	// wait > 0 a TERM is followed by KILL after wait.
 	signalScript(pid int, startTicks uint64, sig string, wait time.Duration) string
 	defaultCommand(verb string, spec proc.Spec) string
+	// whoami prints the user it runs as, as whoamiOf reads it: the host
+	// check's command, as cheap as the platform allows.
+	whoami() string
+	whoamiOf(out string) (string, error)
 }
 
 func platformFor(h inventory.Host) platform {
@@ -166,6 +170,16 @@ func (linuxPlatform) signalScript(pid int, startTicks uint64, sig string, wait t
 
 func (linuxPlatform) defaultCommand(verb string, spec proc.Spec) string {
 	return defaultCommand(verb, spec)
+}
+
+func (linuxPlatform) whoami() string { return "id -un" }
+
+func (linuxPlatform) whoamiOf(out string) (string, error) {
+	u := strings.TrimSpace(out)
+	if u == "" || strings.ContainsAny(u, " \t\n") {
+		return "", fmt.Errorf("id -un printed %q, not a user name", trim(out))
+	}
+	return u, nil
 }
 
 // accountIsLogin reports whether a Windows spec's account means "the

@@ -207,6 +207,19 @@ func (windowsPlatform) signalScript(pid int, startTicks uint64, sig string, wait
 	}{pid, startTicks, sig == "KILL", wait.Milliseconds()}, winSignalBody)
 }
 
+// whoami is a probe of no pid file: its host line names the user.
+func (windowsPlatform) whoami() string {
+	return psScript("probe", winProbe{Files: []string{}}, winProbeBody)
+}
+
+func (windowsPlatform) whoamiOf(out string) (string, error) {
+	info, _, err := parseWindowsProbe(out, 0)
+	if err == nil && info.User == "" {
+		err = fmt.Errorf("probe named no user")
+	}
+	return info.User, err
+}
+
 // defaultCommand is the job platform's convention for bat and ps1: the
 // script by its full path, with no `./` and no `&`, e.g.
 // `C:\app\start.bat svc`. Paths and names that need it are quoted for

@@ -90,16 +90,19 @@ func TestUnknownOpTypesAreAccepted(t *testing.T) {
 		{APIOperateProcess, `{"meta":{"namespace":"a","name":"b"},"hosts":[{"ip":"10.0.0.1","bk_cloud_id":0,"bk_supplier_id":0}],"op_type":101}`},
 		{APIOperateProcMulti, edit(t, edit(t, multiBase, "proc_operate_req.0.op_type", 102), "proc_operate_req.1.op_type", 102)},
 		{APIManageProc, edit(t, manageBase, "op_type", 3)},
+		// Nor is the host check's.
+		{APIOperateProcess, `{"meta":{"namespace":"a","name":"b"},"hosts":[{"ip":"10.0.0.1","bk_cloud_id":0,"bk_supplier_id":0}],"op_type":900}`},
+		{APIOperateProcV2, edit(t, opBase, "op_type", int(proc.OpCheck))},
 		{APIManageProc, edit(t, manageBase, "op_type", -1000)},
 		{APIManageProc, edit(t, manageBase, "op_type", -1001)},
 	} {
 		task := mustTask(t, c.api, c.body)
-		if task.Op.Valid() || task.Op.IsSpecOp() || task.Manage {
+		if task.Op.Valid() || task.Op.IsInternal() || task.Manage {
 			t.Errorf("%s %s: op %v must be invalid", c.api, c.body, task.Op)
 		}
 	}
-	for _, op := range []int{-1 << 40, -1001, -1000, -999, -1, 0, 3, 4, 100, 1 << 29, 1 << 40} {
-		if o, m := ManageOp(op); o.Valid() || o.IsSpecOp() || m {
+	for _, op := range []int{-1 << 40, -1001, -1000, -999, -1, 0, 3, 4, 100, 900, 1 << 29, 1 << 40} {
+		if o, m := ManageOp(op); o.Valid() || o.IsInternal() || m {
 			t.Errorf("ManageOp(%d) = %v, %v", op, o, m)
 		}
 	}

@@ -235,10 +235,10 @@ func jsonValueKind(t []byte) string {
 
 // gseOp turns a GSE op_type into the domain's. Every integer is accepted
 // (unknown ones are answered per host with 832), but the numbers drover
-// uses internally for registry ops must not be reachable from op_type, so
-// those are moved to a negative, equally unknown, value.
+// uses internally (registry ops, the host check) must not be reachable from
+// op_type, so those are moved to a negative, equally unknown, value.
 func gseOp(op int) proc.OpType {
-	if o := proc.OpType(op); o.IsSpecOp() {
+	if o := proc.OpType(op); o.IsInternal() {
 		return proc.OpType(-1000 - op)
 	}
 	return proc.OpType(op)

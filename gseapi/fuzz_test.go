@@ -80,8 +80,8 @@ func checkTask(t *testing.T, api string, body []byte) {
 			task.Op != proc.OpSpecRegister && task.Op != proc.OpSpecUnregister && (task.Op.Valid() || task.Op.IsSpecOp()) {
 			t.Fatalf("op %v (manage %v) for %s", task.Op, task.Manage, api)
 		}
-	case task.Op.IsSpecOp():
-		t.Fatalf("registry op %v for %s", task.Op, api)
+	case task.Op.IsInternal():
+		t.Fatalf("drover's own op %v for %s", task.Op, api)
 	}
 	// File ops come from the file APIs only, with their files, each path
 	// absolute and already clean.

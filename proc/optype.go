@@ -21,6 +21,12 @@ const (
 	OpSpecRegister   OpType = 100
 	OpSpecUpdate     OpType = 101
 	OpSpecUnregister OpType = 102
+
+	// OpCheck is `starter hosts check`: reach each host, verify its key,
+	// log in and try every account its registered specs run as. It is
+	// drover's own, far from GSE's op_types and from the registry and
+	// file ops; no GSE API accepts it as an op_type (see IsInternal).
+	OpCheck OpType = 900
 )
 
 var opNames = map[OpType]string{
@@ -31,6 +37,11 @@ var opNames = map[OpType]string{
 var specOpNames = map[OpType]string{
 	OpSpecRegister: "register_proc_info", OpSpecUpdate: "update_proc_info", OpSpecUnregister: "unregister_proc_info",
 }
+
+// IsInternal reports whether the op is one of drover's own that only drover
+// starts (a registry op, the host check): an op_type sent through a GSE API
+// never becomes one.
+func (o OpType) IsInternal() bool { return o.IsSpecOp() || o == OpCheck }
 
 // Valid reports whether the op_type is one GSE documents.
 func (o OpType) Valid() bool { _, ok := opNames[o]; return ok }
@@ -47,6 +58,9 @@ func (o OpType) String() string {
 	}
 	if n, ok := fileOpNames[o]; ok {
 		return n
+	}
+	if o == OpCheck {
+		return "check"
 	}
 	return fmt.Sprintf("op_type(%d)", int(o))
 }

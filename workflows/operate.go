@@ -72,7 +72,7 @@ func Operate(ctx workflow.Context, in OperateInput) (OperateResult, error) {
 		op.runSplit(ctx)
 	case chunked:
 		op.runChunks(ctx)
-	case in.Op == proc.OpStatus:
+	case in.Op == proc.OpStatus, in.Op == proc.OpCheck:
 		op.runStatus(ctx)
 	default:
 		op.runItems(ctx)
@@ -209,8 +209,9 @@ func (op *operation) awaitReplies(ctx workflow.Context, limit time.Duration, wai
 }
 
 // runStatus probes in batches of StatusBatch hosts per activity, at most
-// MaxInFlight activities at a time. Status only reads, so it needs neither
-// host workflows nor chunk children: its history is a few events per batch.
+// MaxInFlight activities at a time; the host check runs the same way.
+// Status only reads, so it needs neither host workflows nor chunk
+// children: its history is a few events per batch.
 func (op *operation) runStatus(ctx workflow.Context) {
 	// A batch the engine gave up (its heartbeats lost on a loaded server)
 	// is tried again until the task's deadline: its hosts answer for
@@ -223,7 +224,6 @@ func (op *operation) runStatus(ctx workflow.Context) {
 		HeartbeatTimeout:       policies.StatusHeartbeatTimeout,
 		RetryPolicy:            &temporal.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: 10 * time.Second},
 	})
-	var d *Dispatcher
 	sel := workflow.NewSelector(ctx)
 	inFlight := 0
 	for start := 0; start < len(op.in.Items); start += policies.StatusBatch {
@@ -232,14 +232,14 @@ func (op *operation) runStatus(ctx workflow.Context) {
 			inFlight--
 		}
 		end := min(start+policies.StatusBatch, len(op.in.Items))
-		fut := workflow.ExecuteActivity(actx, d.Status, StatusInput{TaskID: op.in.TaskID, Items: op.in.Items[start:end], Offset: op.in.Offset + start})
+		fut := workflow.ExecuteActivity(actx, op.batchActivity(), StatusInput{TaskID: op.in.TaskID, Items: op.in.Items[start:end], Offset: op.in.Offset + start})
 		inFlight++
 		first, last := start, end
 		sel.AddFuture(fut, func(f workflow.Future) {
 			var replies []HostReply
 			if err := f.Get(ctx, &replies); err != nil {
 				for i := first; i < last; i++ {
-					op.set(i, proc.Fail(proc.CodeTimeout, "not run: deadline passed (the engine did not run this host's status batch by %s: %s)",
+					op.set(i, proc.Fail(proc.CodeTimeout, "not run: deadline passed (the engine did not run this host's %s batch by %s: %s)", op.in.Op,
 						issued.Add(limit).UTC().Format(time.RFC3339), oneLine(err.Error())))
 				}
 				return

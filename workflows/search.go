@@ -51,8 +51,11 @@ func taskSearchAttributes(in OperateInput) temporal.SearchAttributes {
 func taskSearchUpdates(in OperateInput) []temporal.SearchAttributeUpdate {
 	ns, names, hosts := map[string]bool{}, map[string]bool{}, map[string]bool{}
 	for _, it := range in.Items {
-		ns[it.Process.Namespace] = true
-		names[it.Process.Namespace+"/"+it.Process.Name] = true
+		// A host check's items name no process.
+		if it.Process != (proc.ProcessID{}) {
+			ns[it.Process.Namespace] = true
+			names[it.Process.Namespace+"/"+it.Process.Name] = true
+		}
 		hosts[it.Target.HostID().String()] = true
 	}
 	upd := []temporal.SearchAttributeUpdate{

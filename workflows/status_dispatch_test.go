@@ -39,6 +39,12 @@ func (s *cutShort) DescribeWorkflowExecution(ctx context.Context, _, _ string) (
 // reads it cut short itself (at 10,000 identities on a loaded server, a
 // hundred hosts did).
 func TestStatusBatchCutShortIsRetriedNotAnswered(t *testing.T) {
+	testBatchCutShort(t, (*Dispatcher).Status)
+}
+
+// testBatchCutShort runs a read batch of two hosts whose registry reads
+// end its own context, and wants it to fail as a whole.
+func testBatchCutShort(t *testing.T, batch func(*Dispatcher, context.Context, StatusInput) ([]HostReply, error)) {
 	hosts := []inventory.Host{{IP: "10.0.0.1"}, {IP: "10.0.0.2"}}
 	inv, err := inventory.New("/dev/null", inventory.Host{User: "root", IdentityFile: "/dev/null"}, nil, hosts)
 	if err != nil {
@@ -46,12 +52,12 @@ func TestStatusBatchCutShortIsRetriedNotAnswered(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	d := &Dispatcher{Client: &cutShort{end: cancel}, TaskQueue: "q", Inventory: inv, Acts: &activities.Activities{}}
+	d := &Dispatcher{Client: &cutShort{end: cancel}, TaskQueue: "q", Inventory: inv, Acts: &activities.Activities{Inventory: inv}}
 	var items []proc.Item
 	for _, h := range hosts {
 		items = append(items, proc.Item{Target: proc.Target{IP: h.IP}, Process: proc.ProcessID{Namespace: "ns", Name: "p"}})
 	}
-	replies, err := d.Status(ctx, StatusInput{TaskID: "T", Items: items})
+	replies, err := batch(d, ctx, StatusInput{TaskID: "T", Items: items})
 	if !errors.Is(err, context.Canceled) || replies != nil {
 		t.Fatalf("want the batch to fail with its context's end and answer nothing; got %v and %+v", err, replies)
 	}

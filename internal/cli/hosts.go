@@ -19,21 +19,13 @@ const hostsUsage = "hosts, comma-separated: all, a group name, an ip or an agent
 func newHostsCommand() *cobra.Command {
 	var selector string
 	cmd := &cobra.Command{
-		Use:   "hosts [--hosts SELECTOR]",
-		Short: "List the inventory's hosts, or those a selector picks",
+		Use:   "hosts [--hosts SELECTOR] | hosts check [--hosts SELECTOR]",
+		Short: "List the inventory's hosts, or those a selector picks; check them with `hosts check`",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg, err := config.Load(cmd.Flags())
+			_, inv, hosts, err := selectHosts(cmd, selector)
 			if err != nil {
-				return &ExitError{Code: ExitBadRequest, Err: err}
-			}
-			inv, err := inventory.Load(cfg.Inventory)
-			if err != nil {
-				return &ExitError{Code: ExitBadRequest, Err: err}
-			}
-			hosts, err := inv.Select(selector)
-			if err != nil {
-				return &ExitError{Code: ExitBadRequest, Err: err}
+				return err
 			}
 			// What a source's format has and drover does not read is said
 			// here too, where an operator checks an inventory.
@@ -68,5 +60,24 @@ func newHostsCommand() *cobra.Command {
 	}
 	cmd.Flags().StringVar(&selector, "hosts", "all", hostsUsage)
 	completeProcessFlags(cmd)
+	cmd.AddCommand(newHostsCheckCommand())
 	return cmd
+}
+
+// selectHosts reads the configuration and the inventory, and the hosts
+// selector picks there; any failure is a bad request.
+func selectHosts(cmd *cobra.Command, selector string) (config.Config, *inventory.Inventory, []inventory.Host, error) {
+	cfg, err := config.Load(cmd.Flags())
+	if err != nil {
+		return cfg, nil, nil, &ExitError{Code: ExitBadRequest, Err: err}
+	}
+	inv, err := inventory.Load(cfg.Inventory)
+	if err != nil {
+		return cfg, nil, nil, &ExitError{Code: ExitBadRequest, Err: err}
+	}
+	hosts, err := inv.Select(selector)
+	if err != nil {
+		return cfg, nil, nil, &ExitError{Code: ExitBadRequest, Err: err}
+	}
+	return cfg, inv, hosts, nil
 }
