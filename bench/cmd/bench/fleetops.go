@@ -205,6 +205,7 @@ func (e *env) fleetOpsRegister(ctx context.Context, inventory string, items []pr
 		run.Err = err.Error()
 		return run
 	}
+	time.Sleep(metricsLag)
 	snap := e.serverSnapshot()
 	a, err := e.starterAPI(ctx, gseapi.APIRegisterProcInfo, body, fleetOpsQueue, inventory)
 	run.Took, run.Codes, run.Example = a.Took, a.Codes, a.Example
