@@ -96,24 +96,13 @@ func (e *env) controlCompare(ctx context.Context, n, runs int) (map[string]ctlMe
 }
 
 // prepareControl copies the program to every host and registers its spec
-// with drover.
+// with drover (register_proc_info, measured).
 func (e *env) prepareControl(ctx context.Context, hosts []*testbed.Host) error {
-	errs := make([]error, len(hosts))
-	var wg sync.WaitGroup
-	sem := make(chan struct{}, 16)
-	for i, h := range hosts {
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer func() { <-sem; wg.Done() }()
-			_, errs[i] = h.Exec(fmt.Sprintf(`mkdir -p %s && cp "$(command -v sleep)" %s/%s && rm -f %s`, ctlDir, ctlDir, ctlName, ctlPid))
-		}()
-	}
-	wg.Wait()
-	for _, err := range errs {
-		if err != nil {
-			return err
-		}
+	if err := forHosts(hosts, func(h *testbed.Host) error {
+		_, err := h.Exec(fmt.Sprintf(`mkdir -p %s && cp "$(command -v sleep)" %s/%s && rm -f %s`, ctlDir, ctlDir, ctlName, ctlPid))
+		return err
+	}); err != nil {
+		return err
 	}
 	if !e.s.has(toolDrover) {
 		return nil
@@ -123,16 +112,9 @@ func (e *env) prepareControl(ctx context.Context, hosts []*testbed.Host) error {
 			return err
 		}
 	}
-	var items []proc.Item
-	for _, h := range hosts {
-		sp := ctlSpec()
-		items = append(items, proc.Item{Target: proc.Target{IP: h.IP}, Process: proc.ProcessID{Namespace: ctlNS, Name: ctlName}, Spec: &sp})
-	}
-	res, err := e.operate(ctx, proc.OpSpecRegister, items)
-	if err != nil {
-		return err
-	}
-	return allSucceeded("register "+ctlName, res)
+	r, err := e.droverCtlRegister(ctx, hosts)
+	e.ctlRuns = append(e.ctlRuns, r)
+	return err
 }
 
 // controlRound runs start, restart and stop twice with one tool: cold (a
@@ -171,7 +153,7 @@ func (e *env) controlRound(ctx context.Context, tool string, hosts []*testbed.Ho
 					}
 				}
 				var r droverCtlRun
-				r, err = e.droverControl(ctx, o.name, o.op, hosts)
+				r, err = e.droverCtlOp(ctx, o.name, o.op, proc.CodeSuccess, hosts)
 				r.Warm = warm
 				took = r.Total
 				e.ctlRuns = append(e.ctlRuns, r)
@@ -205,6 +187,16 @@ func (e *env) controlRound(ctx context.Context, tool string, hosts []*testbed.Ho
 				m.cold = append(m.cold, took)
 			}
 			log.Printf("  %s %s %s: %.2fs", tool, o.name, map[bool]string{false: "cold", true: "warm"}[warm], took)
+		}
+	}
+	if tool == toolDrover {
+		// A status of the stopped process, for what a status costs the
+		// engine per host (its time is the status part's).
+		r, err := e.droverCtlOp(ctx, "status", proc.OpStatus, proc.CodeNotRunning, hosts)
+		r.Warm = true
+		e.ctlRuns = append(e.ctlRuns, r)
+		if err != nil {
+			return fmt.Errorf("status: %w", err)
 		}
 	}
 	return nil

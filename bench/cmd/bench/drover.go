@@ -1,20 +1,15 @@
 package main
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"runtime/pprof"
 	"time"
 
-	enumspb "go.temporal.io/api/enums/v1"
-	"go.temporal.io/api/workflowservice/v1"
-
-	"github.com/drover-sh/drover/workflows"
+	"github.com/drover-sh/drover/gseapi"
+	"github.com/drover-sh/drover/proc"
 )
 
 // droverRun is where one drover status op spent its time, from the
@@ -69,37 +64,16 @@ func (e *env) droverOnce(ctx context.Context, size int) (droverRun, error) {
 		return droverRun{}, err
 	}
 	before := e.worker.SSH.Stats()
-	began := time.Now()
-	cmd := exec.CommandContext(ctx, filepath.Join(e.s.bin, "starter"), "api", "operate_process", "-f", body, "--wait",
-		"--temporal-address", e.cfg.TemporalAddress, "--task-queue", e.cfg.TaskQueue, "--inventory", e.cfg.Inventory)
-	var out, errOut bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errOut
-	runErr := cmd.Run()
-	took := time.Since(began)
-	var resp struct {
-		Data map[string]struct {
-			ErrorCode int    `json:"error_code"`
-			ErrorMsg  string `json:"error_msg"`
-		} `json:"data"`
+	a, err := e.starterAPI(ctx, gseapi.APIOperateProcess, body, e.cfg.TaskQueue, e.cfg.Inventory)
+	if err != nil {
+		return droverRun{}, err
 	}
-	if err := json.Unmarshal(out.Bytes(), &resp); err != nil {
-		return droverRun{}, fmt.Errorf("starter: %v: output: %v: %s", runErr, err, errOut.String())
-	}
-	okCount := 0
-	failures := map[string]int{}
-	for _, r := range resp.Data {
-		if r.ErrorCode == 0 {
-			okCount++
-		} else {
-			failures[fmt.Sprintf("%d %s", r.ErrorCode, r.ErrorMsg)]++
-		}
-	}
-	if okCount != size || runErr != nil {
-		return droverRun{}, fmt.Errorf("drover: %d of %d hosts answered running (%v); the others: %v", okCount, size, runErr, failures)
+	if a.Codes[proc.CodeSuccess] != size || a.Exit != nil {
+		return droverRun{}, fmt.Errorf("drover: %d of %d hosts answered running (%v); the others: %s", a.Codes[proc.CodeSuccess], size, a.Exit, codeSummary(a.Codes, a.Example))
 	}
 	after := e.worker.SSH.Stats()
-	r := droverRun{Total: took.Seconds(), Handshakes: after.Handshakes - before.Handshakes, Execs: after.Execs - before.Execs}
-	if err := e.breakdown(ctx, began, took, &r); err != nil {
+	r := droverRun{Total: a.Took.Seconds(), Handshakes: after.Handshakes - before.Handshakes, Execs: after.Execs - before.Execs}
+	if err := e.breakdown(ctx, a.Began, a.Took, &r); err != nil {
 		return droverRun{}, err
 	}
 	return r, nil
@@ -112,61 +86,28 @@ func (e *env) statusRequest(size int) (string, error) {
 	if _, err := os.Stat(path); err == nil {
 		return path, nil
 	}
-	var hosts []map[string]any
-	for _, h := range e.bed.Hosts[:size] {
-		hosts = append(hosts, map[string]any{"ip": h.IP, "bk_cloud_id": 0, "bk_supplier_id": 0})
-	}
-	return path, writeJSON(path, map[string]any{
-		"bk_app_code": "bench", "bk_username": "bench",
-		"meta":    map[string]any{"namespace": probeNS, "name": probeName, "labels": map[string]string{"proc_name": probeName}},
-		"op_type": 2,
-		"hosts":   hosts,
-	})
+	return path, operateBody(path, probeNS, probeName, proc.OpStatus, ips(e.bed.Hosts[:size]))
 }
 
 // breakdown finds the task the starter ran and splits its time.
 func (e *env) breakdown(ctx context.Context, began time.Time, took time.Duration, r *droverRun) error {
-	q := fmt.Sprintf("WorkflowType = '%s' AND StartTime >= '%s'", workflows.OperateWorkflowName, began.Add(-time.Second).UTC().Format(time.RFC3339Nano))
-	resp, err := e.client.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{Query: q})
+	_, tr, err := e.latestRun(ctx, began)
 	if err != nil {
-		return fmt.Errorf("find the task: %w", err)
+		return err
 	}
-	var id string
-	var latest time.Time
-	for _, ex := range resp.Executions {
-		if t := ex.GetStartTime().AsTime(); t.After(latest) {
-			latest, id = t, ex.Execution.WorkflowId
+	start, end := tr.start, tr.end
+	var firstAct time.Time
+	r.Events = tr.events
+	for _, a := range tr.acts {
+		if a.started.IsZero() {
+			continue
 		}
-	}
-	if id == "" {
-		return fmt.Errorf("the task started at %s is not listed", began.Format(time.RFC3339))
-	}
-	it := e.client.GetWorkflowHistory(ctx, id, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
-	var start, end, firstAct time.Time
-	started := map[int64]time.Time{}
-	for it.HasNext() {
-		ev, err := it.Next()
-		if err != nil {
-			return err
+		r.Batches++
+		if firstAct.IsZero() || a.started.Before(firstAct) {
+			firstAct = a.started
 		}
-		r.Events++
-		t := ev.GetEventTime().AsTime()
-		switch ev.GetEventType() {
-		case enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_STARTED:
-			start = t
-		case enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_COMPLETED:
-			end = t
-		case enumspb.EVENT_TYPE_ACTIVITY_TASK_STARTED:
-			r.Batches++
-			started[ev.GetActivityTaskStartedEventAttributes().GetScheduledEventId()] = t
-			if firstAct.IsZero() || t.Before(firstAct) {
-				firstAct = t
-			}
-		case enumspb.EVENT_TYPE_ACTIVITY_TASK_COMPLETED:
-			a := ev.GetActivityTaskCompletedEventAttributes()
-			if s, ok := started[a.GetScheduledEventId()]; ok {
-				r.Activity = max(r.Activity, t.Sub(s).Seconds())
-			}
+		if !a.completed.IsZero() {
+			r.Activity = max(r.Activity, a.completed.Sub(a.started).Seconds())
 		}
 	}
 	r.ToStart = start.Sub(began).Seconds()

@@ -3,9 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
-	"io"
 	"log"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -204,7 +202,7 @@ func (e *env) startWorkerProc(f fleetSettings, n int) (*workerProc, error) {
 		return nil, err
 	}
 	for deadline := time.Now().Add(30 * time.Second); ; {
-		if _, err := scrapeWorker(w.metrics); err == nil {
+		if _, err := scrapeMetrics(w.metrics); err == nil {
 			return w, nil
 		}
 		if time.Now().After(deadline) {
@@ -225,39 +223,12 @@ func (w *workerProc) cpuAndRSS() (float64, float64) {
 	return procCPU(w.cmd.Process.Pid, false), procRSS(w.cmd.Process.Pid)
 }
 
-// scrapeWorker reads a worker's /metrics as name{labels} → value.
-func scrapeWorker(addr string) (map[string]float64, error) {
-	resp, err := http.Get("http://" + addr + "/metrics")
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return nil, err
-	}
-	out := map[string]float64{}
-	for _, line := range strings.Split(string(b), "\n") {
-		if line == "" || line[0] == '#' {
-			continue
-		}
-		i := strings.LastIndexByte(line, ' ')
-		if i < 0 {
-			continue
-		}
-		if v, err := strconv.ParseFloat(line[i+1:], 64); err == nil {
-			out[line[:i]] = v
-		}
-	}
-	return out, nil
-}
-
 // sumMetric adds a series over workers, every label set whose name starts
 // with prefix and contains each of the label matches.
 func sumMetric(workers []*workerProc, prefix string, has ...string) float64 {
 	total := 0.0
 	for _, w := range workers {
-		m, err := scrapeWorker(w.metrics)
+		m, err := scrapeMetrics(w.metrics)
 		if err != nil {
 			continue
 		}

@@ -28,47 +28,41 @@ func fleetMarkdown(r *fleetResult, err error, machine []string, took time.Durati
 	if err != nil {
 		w("The run stopped early: %v. Figures measured before that are below; the others are 0.\n\n", err)
 	}
-	mark := func(ok bool) string {
-		if ok {
-			return "met"
-		}
-		return "**missed**"
-	}
 	maxCores := 0.0
 	for _, c := range r.WorkerCores {
 		maxCores = max(maxCores, c)
 	}
 	perWorkerHosts := r.hosts / max(r.workers, 1)
 	w("| measure | value | target | |\n|---|---|---|---|\n")
-	w("| server (frontend) requests/s per 1,000 hosts, quiet, all operations | %.2f | ≤ 1 | %s |\n", r.ReqPerSecPer1000, mark(r.ReqPerSecPer1000 <= 1))
-	w("| SSH execs per host per poll | %.2f | 1 | %s |\n", r.ExecsPerPoll, mark(r.ExecsPerPoll > 0.8 && r.ExecsPerPoll < 1.2))
-	w("| history events per host per quiet poll | %.3f | 0 | %s |\n", r.EventsPerPoll, mark(r.EventsPerPoll == 0))
+	w("| server (frontend) requests/s per 1,000 hosts, quiet, all operations | %.2f | ≤ 1 | %s |\n", r.ReqPerSecPer1000, verdict(r.ReqPerSecPer1000 <= 1))
+	w("| SSH execs per host per poll | %.2f | 1 | %s |\n", r.ExecsPerPoll, verdict(r.ExecsPerPoll > 0.8 && r.ExecsPerPoll < 1.2))
+	w("| history events per host per quiet poll | %.3f | 0 | %s |\n", r.EventsPerPoll, verdict(r.EventsPerPoll == 0))
 	// A worker's CPU goes with its polls: scaled to 2,000 hosts polled
 	// every 10 s, the target's load.
 	at2000 := maxCores * 2000 / float64(max(perWorkerHosts, 1)) * r.interval.Seconds() / 10
 	w("| busiest worker's CPU (%d hosts each, a poll each per %s), cores | %.2f (%.2f scaled to 2,000 hosts at 10 s) | ≤ 1 for 2,000 hosts at 10 s | %s |\n",
-		perWorkerHosts, r.interval, maxCores, at2000, mark(at2000 <= 1))
+		perWorkerHosts, r.interval, maxCores, at2000, verdict(at2000 <= 1))
 	hostCPU := fmt.Sprintf("%.1f ms (all hosts: %.2f cores at this interval)", r.HostMsPerPoll, r.HostMsPerPoll/1000*float64(r.hosts)/r.interval.Seconds())
 	if r.Resident.Err == "" {
 		w("| host CPU per poll (sshd session, shell, probe) | %s; a resident agent, monit, on %d processes: %.2f ms per check cycle and %.0f MiB held; drover %.1f× that per poll | below the resident agent's | %s |\n",
-			hostCPU, r.procs, r.Resident.MsPerCycle, r.Resident.RSSMiB, r.HostMsPerPoll/max(r.Resident.MsPerCycle, 0.001), mark(r.HostMsPerPoll < r.Resident.MsPerCycle))
+			hostCPU, r.procs, r.Resident.MsPerCycle, r.Resident.RSSMiB, r.HostMsPerPoll/max(r.Resident.MsPerCycle, 0.001), verdict(r.HostMsPerPoll < r.Resident.MsPerCycle))
 	} else {
 		w("| host CPU per poll (sshd session, shell, probe) | %s | below a resident agent's (not measured: %s) | |\n", hostCPU, r.Resident.Err)
 	}
 	w("| op's host activities started ≤ 1 s after schedule | %d of %d (max %.2f s) | all | %s |\n", r.OpWithin1s, r.OpActivities, r.OpMaxToStart,
-		mark(r.OpActivities > 0 && r.OpWithin1s == r.OpActivities))
+		verdict(r.OpActivities > 0 && r.OpWithin1s == r.OpActivities))
 	if r.OpSDKToStart >= 0 {
 		w("| workers' SDK mean schedule-to-start of the ops queue's activities during the op (%d) | %.2f s | ≤ 1 s | %s |\n",
-			r.OpSDKCount, r.OpSDKToStart, mark(r.OpSDKToStart <= 1))
+			r.OpSDKCount, r.OpSDKToStart, verdict(r.OpSDKToStart <= 1))
 	}
-	w("| mass failure: killed 10%% (%d), restarted | %d | all | %s |\n", r.Mass.Killed, r.Mass.Restarted, mark(r.Mass.Killed > 0 && r.Mass.Restarted == r.Mass.Killed))
+	w("| mass failure: killed 10%% (%d), restarted | %d | all | %s |\n", r.Mass.Killed, r.Mass.Restarted, verdict(r.Mass.Killed > 0 && r.Mass.Restarted == r.Mass.Killed))
 	w("| mass failure: kill → restarted p50 / p95 | %.1f / %.1f s | | |\n", r.Mass.P50, r.Mass.P95)
 	w("| of which detection (kill → host workflow told) p50 / p95 | %.1f / %.1f s | ≤ interval | |\n", r.Mass.DetectP50, r.Mass.DetectP95)
 	w("| of which the start on the host p50 / p95 | %.1f / %.1f s | start_check %s | |\n", r.Mass.HostOpP50, r.Mass.HostOpP95, fleetCheck)
 	w("| of which the engine p50 / p95 | %.1f / %.1f s | | |\n", r.Mass.EngineP50, r.Mass.EngineP95)
 	w("| worker SIGKILLed: processes killed after, running again within %s | %d of %d (max %.1f s) | all | %s |\n", r.LossBound, r.LossWithin, r.Loss.Killed, r.Loss.Max,
-		mark(r.Loss.Killed > 0 && r.LossWithin == r.Loss.Killed))
-	w("| double starts of killed processes / restarts of processes not killed | %d / %d | 0 / 0 | %s |\n", r.DoubleStarts, r.UnexpectedRun, mark(r.DoubleStarts == 0 && r.UnexpectedRun == 0))
+		verdict(r.Loss.Killed > 0 && r.LossWithin == r.Loss.Killed))
+	w("| double starts of killed processes / restarts of processes not killed | %d / %d | 0 / 0 | %s |\n", r.DoubleStarts, r.UnexpectedRun, verdict(r.DoubleStarts == 0 && r.UnexpectedRun == 0))
 	w("\nQuiet window %s; starting the %d processes on their hosts and registering them as managed took %s; a restart of one process on %d hosts while supervising took %s.\n\n",
 		r.Quiet.Round(time.Second), r.hosts*r.procs, r.StartTook.Round(time.Second), r.OpHosts, r.OpTook.Round(100*time.Millisecond))
 	if len(r.Requests) > 0 {

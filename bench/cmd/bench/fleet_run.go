@@ -64,7 +64,7 @@ func (e *env) fleetCost(ctx context.Context, f fleetSettings) (*fleetResult, err
 	if err := sleepCtx(ctx, 3*time.Second); err != nil {
 		return r, err
 	}
-	req0, own0 := e.serverRequests()
+	snap0 := e.serverSnapshot()
 	execs0, host0 := execs(), hostsCPU(bed)
 	cpu0 := make([]float64, len(workers))
 	for i, w := range workers {
@@ -80,11 +80,9 @@ func (e *env) fleetCost(ctx context.Context, f fleetSettings) (*fleetResult, err
 	if err := sleepCtx(ctx, 3*time.Second); err != nil {
 		return r, err
 	}
-	req1, own1 := e.serverRequests()
-	r.Requests = diffRequests(req0, req1)
-	for _, v := range diffRequests(own0, own1) {
-		r.ServerOwn += v / r.Quiet.Seconds()
-	}
+	used := usedBetween(snap0, e.serverSnapshot(), e.cfg.TemporalNamespace)
+	r.Requests = used.Requests
+	r.ServerOwn = total(used.Own) / r.Quiet.Seconds()
 	execsQ, hostQ := execs()-execs0, hostsCPU(bed)-host0
 	for i, w := range workers {
 		cpu, mem := w.cpuAndRSS()

@@ -49,16 +49,29 @@ type fleetOpsSettings struct {
 
 // fleetOpsRun is one op at one size.
 type fleetOpsRun struct {
+	// Took is the caller's wall time: the starter's, from exec to exit.
 	Took time.Duration
-	// OK is the keys answered with the op's success (status: running),
-	// Keys those get_proc_operate_result answered.
-	OK, Keys int
-	Failed   map[proc.Code]int
-	Example  string
-	Ticks    int
+	// TaskDone is, for a register whose answer left keys pending
+	// (register_proc_info answers within gseapi.SyncTimeout), the time
+	// until its task ended.
+	TaskDone time.Duration
+	// Codes counts the keys of the op's answer by code; Example is one
+	// message of each code but success.
+	Codes   map[proc.Code]int
+	Example map[proc.Code]string
+	// Keys is the keys get_proc_operate_result answered.
+	Keys  int
+	Ticks int
 	// The task's history and its first chunk's, in events and bytes.
 	TaskEvents, TaskBytes, ChunkEvents, ChunkBytes int
-	Err                                            string
+	// Engine is the dev server's work during the op.
+	Engine engineUse
+	Err    string
+}
+
+// ok reports whether every one of n keys answered success.
+func (r *fleetOpsRun) ok(n int) bool {
+	return r != nil && r.Err == "" && r.Codes[proc.CodeSuccess] == n
 }
 
 // fleetOpsResult is every op at every size.
@@ -104,13 +117,25 @@ func (e *env) fleetOps(ctx context.Context, f fleetOpsSettings) (*fleetOpsResult
 			}
 			var run *fleetOpsRun
 			if op == "register" {
-				run = e.fleetOpsRegister(ctx, items[n])
+				run = e.fleetOpsRegister(ctx, cfg.Inventory, items[n])
 			} else {
 				run = e.fleetOpsStarter(ctx, cfg.Inventory, op, n)
 			}
 			runs[op] = run
-			log.Printf("fleet-size ops: %s on %d identities: %s, %d/%d ok, %d keys read back %s", op, n,
-				run.Took.Round(100*time.Millisecond), run.OK, n, run.Keys, run.Err)
+			log.Printf("fleet-size ops: %s on %d identities: %s, codes %s, %d keys read back %s", op, n,
+				run.Took.Round(100*time.Millisecond), codeSummary(run.Codes, nil), run.Keys, run.Err)
+			if op == "register" {
+				// One register_proc_info body has one spec, so identities
+				// sharing an sshd host share its pid file; each is given
+				// its own before the control ops (not timed).
+				res, err := e.operateOn(ctx, fleetOpsQueue, proc.OpSpecUpdate, items[n])
+				if err == nil {
+					err = allSucceeded("update_proc_info, a pid file per identity", res)
+				}
+				if err != nil {
+					return r, err
+				}
+			}
 		}
 	}
 	return r, nil
@@ -139,14 +164,11 @@ func (e *env) fleetOpsInventory(f fleetOpsSettings) (string, map[int][]proc.Item
 			ip := fmt.Sprintf("10.%d.%d.%d", 100+k, i/250, i%250+1)
 			hosts = append(hosts, map[string]any{"ip": ip, "bk_cloud_id": 0, "bk_supplier_id": 0,
 				"address": e.bed.Hosts[i%f.sshd].IP, "groups": []string{fleetOpsGroup(n)}})
-			pid := ip + ".pid"
+			sp := fleetOpsSpec(ip + ".pid")
 			items[n] = append(items[n], proc.Item{
 				Target:  proc.Target{IP: ip},
 				Process: proc.ProcessID{Namespace: fleetOpsNS, Name: fleetOpsName},
-				Spec: &proc.Spec{ProcName: fleetOpsName, SetupPath: fleetOpsDir, PidPath: fleetOpsDir + "/" + pid,
-					StartCmd:   "setsid ./svc 86400 </dev/null >/dev/null 2>&1 & echo $! > " + pid,
-					StopCmd:    "kill $(cat " + pid + ") && rm -f " + pid,
-					StartCheck: time.Second, StopCheck: time.Second},
+				Spec:    &sp,
 			})
 		}
 	}
@@ -159,34 +181,53 @@ func (e *env) fleetOpsInventory(f fleetOpsSettings) (string, map[int][]proc.Item
 	return path, items, os.WriteFile(path, out, 0o644)
 }
 
-// fleetOpsRegister registers the process on every identity with an inline
-// spec through the workflow API: a task the client must split to start.
-func (e *env) fleetOpsRegister(ctx context.Context, items []proc.Item) *fleetOpsRun {
-	run := &fleetOpsRun{Failed: map[proc.Code]int{}}
+// fleetOpsSpec is the process's spec with pid file pid in its setup path.
+func fleetOpsSpec(pid string) proc.Spec {
+	return proc.Spec{ProcName: fleetOpsName, SetupPath: fleetOpsDir, PidPath: fleetOpsDir + "/" + pid,
+		StartCmd:   "setsid ./svc 86400 </dev/null >/dev/null 2>&1 & echo $! > " + pid,
+		StopCmd:    "kill $(cat " + pid + ") && rm -f " + pid,
+		StartCheck: time.Second, StopCheck: time.Second}
+}
+
+// fleetOpsRegister registers the process on every identity of items with
+// `starter api register_proc_info -f BODY --wait`, one body for all: the
+// seed's shape, one spec for every host.
+func (e *env) fleetOpsRegister(ctx context.Context, inventory string, items []proc.Item) *fleetOpsRun {
+	run := &fleetOpsRun{}
 	ctx, cancel := context.WithTimeout(ctx, time.Hour)
 	defer cancel()
-	in := workflows.OperateInput{TaskID: gseapi.NewTaskID(time.Now()), Op: proc.OpSpecRegister, Items: items}
-	began := time.Now()
-	if err := workflows.StartOperate(ctx, e.client, fleetOpsQueue, in); err != nil {
+	ips := make([]string, len(items))
+	for i, it := range items {
+		ips[i] = it.Target.IP
+	}
+	body := filepath.Join(e.dir, fmt.Sprintf("fleetops-register-%d.json", len(items)))
+	if err := registerBody(body, fleetOpsNS, fleetOpsName, fleetOpsSpec(fleetOpsName+".pid"), ips); err != nil {
 		run.Err = err.Error()
 		return run
 	}
-	res, err := workflows.WaitOperateAll(ctx, e.client, in.TaskID)
-	run.Took = time.Since(began)
+	time.Sleep(metricsLag)
+	snap := e.serverSnapshot()
+	a, err := e.starterAPI(ctx, gseapi.APIRegisterProcInfo, body, fleetOpsQueue, inventory)
+	run.Took, run.Codes, run.Example = a.Took, a.Codes, a.Example
 	if err != nil {
 		run.Err = err.Error()
 		return run
 	}
-	run.Keys = len(res.Results)
-	for _, r := range res.Results {
-		if r.Code == proc.CodeSuccess {
-			run.OK++
-		} else {
-			run.Failed[r.Code]++
-			run.Example = r.Key + ": " + r.Message
-		}
+	id, err := e.latestTask(ctx, a.Began)
+	if err != nil {
+		run.Err = err.Error()
+		return run
 	}
-	e.fleetOpsHistories(ctx, in.TaskID, len(items), run)
+	if a.Codes[proc.CodeRunning] > 0 {
+		if _, err := workflows.WaitOperateAll(ctx, e.client, id); err != nil {
+			run.Err = fmt.Sprintf("wait for the task: %v", err)
+			return run
+		}
+		run.TaskDone = time.Since(a.Began)
+	}
+	time.Sleep(metricsLag)
+	run.Engine = usedBetween(snap, e.serverSnapshot(), e.cfg.TemporalNamespace)
+	e.fleetOpsReadBack(ctx, id, len(items), run)
 	return run
 }
 
@@ -196,7 +237,7 @@ var taskIDPattern = regexp.MustCompile(`GSETASK:\d+:\d+`)
 // identities, as an operator would, then reads the task's results back
 // through get_proc_operate_result.
 func (e *env) fleetOpsStarter(ctx context.Context, inventory, op string, n int) *fleetOpsRun {
-	run := &fleetOpsRun{Failed: map[proc.Code]int{}}
+	run := &fleetOpsRun{Codes: map[proc.Code]int{}, Example: map[proc.Code]string{}}
 	ctx, cancel := context.WithTimeout(ctx, time.Hour)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, filepath.Join(e.s.bin, "starter"), op, "--namespace", fleetOpsNS, "--name", fleetOpsName,
@@ -204,9 +245,13 @@ func (e *env) fleetOpsStarter(ctx context.Context, inventory, op string, n int) 
 		"--temporal-address", e.cfg.TemporalAddress, "--task-queue", fleetOpsQueue, "--inventory", inventory)
 	var out, errOut bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errOut
+	time.Sleep(metricsLag)
+	snap := e.serverSnapshot()
 	began := time.Now()
 	runErr := cmd.Run()
 	run.Took = time.Since(began)
+	time.Sleep(metricsLag)
+	run.Engine = usedBetween(snap, e.serverSnapshot(), e.cfg.TemporalNamespace)
 	var rows []struct {
 		Key     string    `json:"key"`
 		Code    proc.Code `json:"error_code"`
@@ -217,11 +262,9 @@ func (e *env) fleetOpsStarter(ctx context.Context, inventory, op string, n int) 
 		return run
 	}
 	for _, r := range rows {
-		if r.Code == proc.CodeSuccess {
-			run.OK++
-		} else {
-			run.Failed[r.Code]++
-			run.Example = r.Key + ": " + r.Message
+		run.Codes[r.Code]++
+		if r.Code != proc.CodeSuccess {
+			run.Example[r.Code] = r.Key + ": " + r.Message
 		}
 	}
 	// --wait draws its progress from counts; its last tick names the task.
@@ -232,6 +275,13 @@ func (e *env) fleetOpsStarter(ctx context.Context, inventory, op string, n int) 
 		run.Err = "no task id in the progress: " + tailOf(errOut.String(), 300)
 		return run
 	}
+	e.fleetOpsReadBack(ctx, id, n, run)
+	return run
+}
+
+// fleetOpsReadBack reads task id's results back through
+// get_proc_operate_result, as a caller would, and measures its histories.
+func (e *env) fleetOpsReadBack(ctx context.Context, id string, n int, run *fleetOpsRun) {
 	eng := &workflows.Engine{Client: e.client, TaskQueue: fleetOpsQueue}
 	resp, _ := gseapi.Call(ctx, eng, gseapi.APIGetProcOperateResult, []byte(`{"task_id":"`+id+`"}`), false)
 	b, err := json.Marshal(resp)
@@ -243,11 +293,10 @@ func (e *env) fleetOpsStarter(ctx context.Context, inventory, op string, n int) 
 	}
 	if err != nil {
 		run.Err = fmt.Sprintf("get_proc_operate_result: %v", err)
-		return run
+		return
 	}
 	run.Keys = len(read.Data)
 	e.fleetOpsHistories(ctx, id, n, run)
-	return run
 }
 
 // fleetOpsHistories measures a task's history and its first chunk's.

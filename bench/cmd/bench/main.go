@@ -1,8 +1,10 @@
 // Command bench measures drover against the tools its users would pick
 // instead (pssh, pdsh, Ansible) and against a bare Go SSH fan-out, on the
-// same real sshd hosts, and measures what supervision costs. It prints a
-// markdown table, writes it to bench/results/latest.md and draws
-// bench/results/scaling.png. Run it with `make bench`; it needs root.
+// same real sshd hosts, and measures what supervision costs and what each
+// host op costs the engine (its persistence writes, from the dev server's
+// own metrics). It prints a markdown table, writes it to
+// bench/results/latest.md and draws bench/results/scaling.png. Run it with
+// `make bench`; it needs root.
 //
 // Settings come from the environment:
 //

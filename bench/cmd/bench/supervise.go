@@ -136,6 +136,17 @@ func installSupervised(hosts []*testbed.Host) error {
 
 // forHosts runs f on every host, 16 at a time, and returns the first error.
 func forHosts(hosts []*testbed.Host, f func(h *testbed.Host) error) error {
+	for _, err := range eachHost(hosts, func(_ int, h *testbed.Host) error { return f(h) }) {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// eachHost runs f on every host (i its place in hosts), 16 at a time, and
+// returns each host's error.
+func eachHost(hosts []*testbed.Host, f func(i int, h *testbed.Host) error) []error {
 	errs := make([]error, len(hosts))
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, 16)
@@ -144,16 +155,11 @@ func forHosts(hosts []*testbed.Host, f func(h *testbed.Host) error) error {
 		sem <- struct{}{}
 		go func() {
 			defer func() { <-sem; wg.Done() }()
-			errs[i] = f(h)
+			errs[i] = f(i, h)
 		}()
 	}
 	wg.Wait()
-	for _, err := range errs {
-		if err != nil {
-			return err
-		}
-	}
-	return nil
+	return errs
 }
 
 // killAndTime SIGKILLs every tenth supervised process and measures, from
