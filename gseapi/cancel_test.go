@@ -73,3 +73,34 @@ func TestCancelTaskEndpoint(t *testing.T) {
 		t.Fatalf("cancel of a finished task: HTTP %d %+v, want 0 with cancelled false", status, resp)
 	}
 }
+
+// deadlineEngine records whether the wait for a task's results had a
+// deadline.
+type deadlineEngine struct {
+	tableEngine
+	bounded []bool
+}
+
+func (e *deadlineEngine) Results(ctx context.Context, id string, wait bool) ([]proc.KeyedResult, error) {
+	_, has := ctx.Deadline()
+	e.bounded = append(e.bounded, has)
+	return e.tableEngine.Results(ctx, id, wait)
+}
+
+// TestSyncAPIWaitsForEveryHostWhenAsked: a registry call waits SyncTimeout
+// for its hosts, as the seed documents, unless its caller asks to wait
+// (starter api --wait): a register of 10,000 hosts then answers every key.
+func TestSyncAPIWaitsForEveryHostWhenAsked(t *testing.T) {
+	body := `{"bk_app_code":"a","bk_username":"u","meta":{"namespace":"ns","name":"p"},"hosts":[{"ip":"10.0.0.1","bk_cloud_id":0}],` +
+		`"spec":{"identity":{"proc_name":"p","setup_path":"/data/p","pid_path":"/data/p/p.pid"},"control":{"start_cmd":"./start.sh"}}}`
+	for _, wait := range []bool{false, true} {
+		e := &deadlineEngine{tableEngine: tableEngine{tasks: map[string]*Task{}}}
+		resp, _ := Call(context.Background(), e, APIRegisterProcInfo, []byte(body), wait)
+		if !resp.Result || len(e.bounded) == 0 {
+			t.Fatalf("wait %v: %+v, results read %d times", wait, resp, len(e.bounded))
+		}
+		if e.bounded[0] == wait {
+			t.Errorf("wait %v: the wait for the hosts had a deadline: %v, want %v", wait, e.bounded[0], !wait)
+		}
+	}
+}

@@ -36,8 +36,9 @@ const (
 	OutcomeForbidden                  // the caller's app may not touch a namespace; nothing started
 )
 
-// SyncTimeout bounds how long a synchronous registry call waits for hosts;
-// those still running then answer 115, as seed 004 documents.
+// SyncTimeout bounds how long a synchronous registry call waits for hosts,
+// unless its caller asks to wait; those still running then answer 115, as
+// seed 004 documents.
 const SyncTimeout = 60 * time.Second
 
 // Call answers one API call by name with its documented response. wait
@@ -83,7 +84,13 @@ func CallAs(ctx context.Context, e Engine, api string, body []byte, wait bool, g
 		return Failure(CodeUnavailable, err), OutcomeUnavailable
 	}
 	if s.kind == kindSync {
-		wctx, cancel := context.WithTimeout(ctx, SyncTimeout)
+		// A caller that asks to wait (starter api --wait) waits for every
+		// host, however many; one that does not gets SyncTimeout, as the
+		// seed documents for the HTTP API.
+		wctx, cancel := ctx, context.CancelFunc(func() {})
+		if !wait {
+			wctx, cancel = context.WithTimeout(ctx, SyncTimeout)
+		}
 		defer cancel()
 		res, err := e.Results(wctx, id, true)
 		if err != nil && errors.Is(err, context.DeadlineExceeded) {
