@@ -32,6 +32,9 @@ type Dispatcher struct {
 	// DataConverter decodes host workflows' memos, as the client encodes
 	// payloads; nil means the default.
 	DataConverter converter.DataConverter
+
+	armsOnce sync.Once
+	arms     *armBatcher
 }
 
 // DispatchInput is one Operate workflow's items to hand out.

@@ -85,6 +85,9 @@ const (
 const (
 	// ShardArmSignal carries a ShardArm.
 	ShardArmSignal = "watch-arm"
+	// ShardArmsSignal carries []ShardArm: a worker's arms of one shard,
+	// made close together.
+	ShardArmsSignal = "watch-arms"
 	// ShardMembersQuery → ShardState.
 	ShardMembersQuery = "members"
 )

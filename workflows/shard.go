@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"time"
 
@@ -39,7 +40,8 @@ var shardHistoryBudget = 2000
 // history; a membership change starts the watch again, at most once per
 // policies.ShardRestartDebounce.
 func WatchShard(ctx workflow.Context, st ShardState) error {
-	s := &shard{ShardState: st, arms: workflow.GetSignalChannel(ctx, ShardArmSignal), dirty: true}
+	s := &shard{ShardState: st, arms: workflow.GetSignalChannel(ctx, ShardArmSignal),
+		armBatches: workflow.GetSignalChannel(ctx, ShardArmsSignal), dirty: true}
 	if err := workflow.SetQueryHandler(ctx, ShardMembersQuery, func() (ShardState, error) {
 		return s.ShardState, nil
 	}); err != nil {
@@ -64,6 +66,13 @@ func WatchShard(ctx workflow.Context, st ShardState) error {
 			var a ShardArm
 			c.Receive(ctx, &a)
 			s.apply(a)
+		})
+		sel.AddReceive(s.armBatches, func(c workflow.ReceiveChannel, _ bool) {
+			var arms []ShardArm
+			c.Receive(ctx, &arms)
+			for _, a := range arms {
+				s.apply(a)
+			}
 		})
 		if s.running != nil {
 			f := s.running
@@ -91,7 +100,7 @@ func WatchShard(ctx workflow.Context, st ShardState) error {
 
 type shard struct {
 	ShardState
-	arms workflow.ReceiveChannel
+	arms, armBatches workflow.ReceiveChannel
 	// dirty: the running watch is not of the current membership.
 	dirty     bool
 	running   workflow.Future
@@ -106,9 +115,18 @@ func (s *shard) drain() {
 	for {
 		var a ShardArm
 		if !s.arms.ReceiveAsync(&a) {
-			return
+			break
 		}
 		s.apply(a)
+	}
+	for {
+		var arms []ShardArm
+		if !s.armBatches.ReceiveAsync(&arms) {
+			return
+		}
+		for _, a := range arms {
+			s.apply(a)
+		}
 	}
 }
 
@@ -186,19 +204,28 @@ func (s *shard) ended(ctx workflow.Context, f workflow.Future) {
 }
 
 // ArmWatch arms a host's shard, starting the shard workflow if it is not
-// running; a disarm of a shard that is not running is done already.
+// running; a disarm of a shard that is not running is done already. Arms
+// a worker makes close together go to their shard in one signal: after a
+// fleet op, hundreds of hosts arm at once, and each signal is a write.
 func (d *Dispatcher) ArmWatch(ctx context.Context, in ArmInput) error {
-	if in.Arm.Gen == 0 {
-		err := d.Client.SignalWorkflow(ctx, in.Shard, "", ShardArmSignal, in.Arm)
+	d.armsOnce.Do(func() { d.arms = newArmBatcher(d.sendArms) })
+	return d.arms.arm(ctx, in)
+}
+
+// sendArms hands a shard the arms of one batch.
+func (d *Dispatcher) sendArms(ctx context.Context, shard, watchQueue string, arms []ShardArm) error {
+	joins := slices.ContainsFunc(arms, func(a ShardArm) bool { return a.Gen != 0 })
+	if !joins {
+		err := d.Client.SignalWorkflow(ctx, shard, "", ShardArmsSignal, arms)
 		var nf *serviceerror.NotFound
 		if errors.As(err, &nf) {
 			return nil
 		}
 		return err
 	}
-	_, err := d.Client.SignalWithStartWorkflow(ctx, in.Shard, ShardArmSignal, in.Arm, client.StartWorkflowOptions{
-		ID: in.Shard, TaskQueue: d.TaskQueue, WorkflowIDReusePolicy: enums.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
-	}, WatchShardWorkflowName, ShardState{ID: in.Shard, WatchQueue: in.WatchQueue})
+	_, err := d.Client.SignalWithStartWorkflow(ctx, shard, ShardArmsSignal, arms, client.StartWorkflowOptions{
+		ID: shard, TaskQueue: d.TaskQueue, WorkflowIDReusePolicy: enums.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
+	}, WatchShardWorkflowName, ShardState{ID: shard, WatchQueue: watchQueue})
 	return err
 }
 

@@ -331,3 +331,25 @@ func TestShardNewRunArmsTheNextGeneration(t *testing.T) {
 		t.Fatalf("arms %+v, want generation 4 on %s", r.arms, shard)
 	}
 }
+
+// TestShardTakesArmsInBatches: a worker's arms of one shard, sent in one
+// signal, join the shard as single arms do, and start one watch.
+func TestShardTakesArmsInBatches(t *testing.T) {
+	withBudget(t, 150)
+	r := newShardRun(t)
+	var arms []ShardArm
+	for i := range 20 {
+		arms = append(arms, ShardArm{Host: fmt.Sprintf("host:0:10.0.0.%d", i), Gen: 1})
+	}
+	r.env.RegisterDelayedCallback(func() { r.env.SignalWorkflow(ShardArmsSignal, arms) }, time.Second)
+	// Then single arms spend the run.
+	for g := range 30 {
+		r.arm(time.Hour+time.Duration(g)*time.Millisecond, "host:0:10.0.0.0", 2+g)
+	}
+	next := r.run(t)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.inputs) == 0 || len(r.inputs[0].Members) != 20 || len(next.Members) != 20 {
+		t.Fatalf("watches %+v, next run's members %d; want the first watch and the next run with 20 each", r.inputs, len(next.Members))
+	}
+}

@@ -1,0 +1,53 @@
+package workflows
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"sync"
+	"testing"
+)
+
+// TestArmsOfOneShardGoTogether: arms a worker makes of one shard close
+// together reach it in one send; each shard gets its own; a failed send
+// fails each of its arms.
+func TestArmsOfOneShardGoTogether(t *testing.T) {
+	var mu sync.Mutex
+	sends := map[string][][]ShardArm{}
+	b := newArmBatcher(func(_ context.Context, shard, _ string, arms []ShardArm) error {
+		mu.Lock()
+		defer mu.Unlock()
+		sends[shard] = append(sends[shard], arms)
+		if shard == "broken" {
+			return errors.New("shard unreachable")
+		}
+		return nil
+	})
+	var wg sync.WaitGroup
+	errs := make([]error, 30)
+	for i := range errs {
+		shard := []string{"a", "b", "broken"}[i%3]
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = b.arm(context.Background(), ArmInput{Shard: shard, Arm: ShardArm{Host: fmt.Sprintf("host:0:10.0.0.%d", i), Gen: 1}})
+		}()
+	}
+	wg.Wait()
+	for shard, batches := range sends {
+		if len(batches) != 1 || len(batches[0]) != 10 {
+			t.Errorf("shard %s: %d sends of %v, want one of its 10 arms", shard, len(batches), batches)
+		}
+	}
+	var failed []int
+	for i, err := range errs {
+		if err != nil {
+			failed = append(failed, i%3)
+		}
+	}
+	sort.Ints(failed)
+	if len(failed) != 10 || failed[0] != 2 || failed[9] != 2 {
+		t.Fatalf("arms that failed, by shard: %v, want the broken shard's 10", failed)
+	}
+}
