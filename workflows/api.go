@@ -227,4 +227,12 @@ type HostState struct {
 	// Answers are the latest answers to requests sent by update, for one
 	// sent again after the run that took it ended.
 	Answers []Answer `json:"answers,omitempty"`
+	// Born is the ledger's newest change (LedgerGen) on the worker that
+	// began the run; 0 for runs begun before it was kept.
+	Born int `json:"born,omitempty"`
+}
+
+// newHostState is the input of a host's first run.
+func newHostState(h proc.HostID, s Supervision) HostState {
+	return HostState{Host: h, Supervision: s, Born: LedgerGen}
 }

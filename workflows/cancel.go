@@ -61,7 +61,7 @@ func (h *host) takeCancels(ctx workflow.Context) {
 // queued requests. It reports false when the history predates cancels
 // (the signal is ignored, as it was then).
 func (h *host) cancelTask(ctx workflow.Context, id string) bool {
-	if id == "" || workflow.GetVersion(ctx, VersionCancelTask, workflow.DefaultVersion, 1) < 1 {
+	if id == "" || !h.has(ctx, VersionCancelTask) {
 		return false
 	}
 	if !slices.Contains(h.CancelledTasks, id) {

@@ -170,7 +170,7 @@ func (d *Dispatcher) update(ctx context.Context, id proc.HostID, req HostRequest
 		WorkflowIDConflictPolicy: enums.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
 		// A closed host workflow is never replaced (see hostloss.go).
 		WorkflowIDReusePolicy: enums.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
-	}, HostWorkflowName, HostState{Host: id, Supervision: d.Supervision})
+	}, HostWorkflowName, newHostState(id, d.Supervision))
 	h, err := d.Client.UpdateWithStartWorkflow(ctx, client.UpdateWithStartWorkflowOptions{
 		StartWorkflowOperation: start,
 		UpdateOptions: client.UpdateWorkflowOptions{

@@ -140,7 +140,7 @@ func DigestOf(entries []Entry, events []Event, now time.Time) Digest {
 // called before the workflow blocks (an op's activity, a reply, the wait),
 // so the memo is current whenever the host is idle or busy.
 func (h *host) publish(ctx workflow.Context) {
-	if workflow.GetVersion(ctx, VersionRegistryMemo, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
+	if !h.has(ctx, VersionRegistryMemo) {
 		return
 	}
 	memo := map[string]any{}
@@ -149,7 +149,7 @@ func (h *host) publish(ctx workflow.Context) {
 		memo[RegistryMemo] = d
 	}
 	var specs []RegistryEntry
-	if workflow.GetVersion(ctx, VersionRegistrySpecs, workflow.DefaultVersion, 1) >= 1 {
+	if h.has(ctx, VersionRegistrySpecs) {
 		specs = RegistryOf(h.Entries)
 		if h.publishedSpecs == nil || !reflect.DeepEqual(*h.publishedSpecs, specs) {
 			memo[SpecsMemo] = specs

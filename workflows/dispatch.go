@@ -127,7 +127,7 @@ func (d *Dispatcher) deliver(ctx context.Context, id proc.HostID, req HostReques
 		_, err := d.Client.SignalWithStartWorkflow(ctx, HostWorkflowID(id), OpSignal, req, client.StartWorkflowOptions{
 			ID: HostWorkflowID(id), TaskQueue: d.TaskQueue,
 			WorkflowIDReusePolicy: enums.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
-		}, HostWorkflowName, HostState{Host: id, Supervision: d.Supervision})
+		}, HostWorkflowName, newHostState(id, d.Supervision))
 		if !alreadyStarted(err) {
 			return nil, err
 		}

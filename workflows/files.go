@@ -19,7 +19,7 @@ import (
 // file's md5 and source in the registry, so drift is checked against what
 // was pushed and repair can restore it.
 func (h *host) handleFiles(ctx workflow.Context, req HostRequest) proc.HostResult {
-	if workflow.GetVersion(ctx, VersionConfigFiles, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
+	if !h.has(ctx, VersionConfigFiles) {
 		return proc.Fail(proc.CodeBadOpType, "op_type %d is not one of 0,1,2,3,4,7,8,9", int(req.Op))
 	}
 	i := h.find(req.Process)
@@ -87,7 +87,7 @@ func (h *host) runFiles(ctx workflow.Context, req HostRequest, e Entry) activiti
 	// A task's cancel ends a file op under way, as it does a control
 	// op; guarded, since a history in which a file op ran to its end
 	// through a cancel replays without the activity's cancel.
-	takeCancels := taskOf(req) != "" && workflow.GetVersion(ctx, VersionFileOpCancels, workflow.DefaultVersion, 1) >= 1
+	takeCancels := taskOf(req) != "" && h.has(ctx, VersionFileOpCancels)
 	fctx, cancel := workflow.WithCancel(ctx)
 	defer cancel()
 	actx := workflow.WithActivityOptions(fctx, workflow.ActivityOptions{

@@ -106,7 +106,10 @@ func Host(ctx workflow.Context, st HostState) error {
 			if err := workflow.Await(ctx, func() bool { return workflow.AllHandlersFinished(ctx) }); err != nil {
 				return err
 			}
-			return workflow.NewContinueAsNewError(ctx, Host, h.HostState)
+			// The next run is this worker's code from its start.
+			next := h.HostState
+			next.Born = LedgerGen
+			return workflow.NewContinueAsNewError(ctx, Host, next)
 		}
 		h.publish(ctx)
 		h.wait(ctx)
@@ -123,7 +126,7 @@ func (h *host) renewAsked(ctx workflow.Context) bool {
 	for h.renew.ReceiveAsync(nil) {
 		asked = true
 	}
-	return asked && workflow.GetVersion(ctx, VersionRenewSignal, workflow.DefaultVersion, 1) == 1
+	return asked && h.has(ctx, VersionRenewSignal)
 }
 
 // drain queues every request already delivered, without blocking.
@@ -145,7 +148,7 @@ func (h *host) drain() {
 // replays as it ran.
 func (h *host) tooLate(ctx workflow.Context, req HostRequest) (proc.HostResult, bool) {
 	now := workflow.Now(ctx)
-	if !policies.Passed(req.Deadline, now) || workflow.GetVersion(ctx, VersionRequestDeadline, workflow.DefaultVersion, 1) < 1 {
+	if !policies.Passed(req.Deadline, now) || !h.has(ctx, VersionRequestDeadline) {
 		return proc.HostResult{}, false
 	}
 	return proc.Fail(proc.CodeTimeout, "not run: deadline passed (it had to start by %s and was dequeued at %s, behind earlier ops or a slow engine)",
@@ -281,7 +284,7 @@ func (h *host) handleSpec(ctx workflow.Context, req HostRequest, now int64) proc
 			Registration: proc.Registration{Managed: req.Manage, Expected: req.Manage, RegisterTime: now}})
 		h.sortEntries()
 	case proc.OpSpecUpdate:
-		if i < 0 && workflow.GetVersion(ctx, VersionUpdateRegisters, workflow.DefaultVersion, 1) >= 1 {
+		if i < 0 && h.has(ctx, VersionUpdateRegisters) {
 			// GSE 2.0 callers register through update and count 0 and
 			// 850 alike as success: an update of what is not there
 			// registers it.

@@ -153,7 +153,7 @@ func ForgetHost(ctx context.Context, c client.Client, taskQueue string, h proc.H
 	run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
 		ID: id, TaskQueue: taskQueue,
 		WorkflowIDReusePolicy: enums.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
-	}, HostWorkflowName, HostState{Host: h})
+	}, HostWorkflowName, newHostState(h, Supervision{}))
 	if err != nil {
 		return "", fmt.Errorf("start %s: %w", id, err)
 	}

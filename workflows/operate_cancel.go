@@ -43,7 +43,7 @@ func (d *Dispatcher) CancelHosts(ctx context.Context, in CancelHostsInput) error
 			_, err := d.Client.SignalWithStartWorkflow(ctx, HostWorkflowID(c.Host), CancelTaskSignal, c.ID, client.StartWorkflowOptions{
 				ID: HostWorkflowID(c.Host), TaskQueue: d.TaskQueue,
 				WorkflowIDReusePolicy: enums.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
-			}, HostWorkflowName, HostState{Host: c.Host, Supervision: d.Supervision})
+			}, HostWorkflowName, newHostState(c.Host, d.Supervision))
 			if alreadyStarted(err) {
 				return nil
 			}

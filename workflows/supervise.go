@@ -73,7 +73,7 @@ func (h *host) wait(ctx workflow.Context) {
 // zone (or in UTC, before the host's zone was known) is due at another
 // instant now.
 func (h *host) setZone(ctx workflow.Context, z policies.Zone) {
-	if workflow.GetVersion(ctx, VersionCrontabZone, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
+	if !h.has(ctx, VersionCrontabZone) {
 		return
 	}
 	h.Zone = z
@@ -106,7 +106,7 @@ func (h *host) startWatch(ctx workflow.Context, watched []int) workflow.Future {
 		HeartbeatTimeout:    policies.HeartbeatTimeout,
 		RetryPolicy:         &temporal.RetryPolicy{InitialInterval: time.Second, MaximumInterval: 30 * time.Second, MaximumAttempts: 10},
 	}
-	if workflow.GetVersion(ctx, VersionWatchQueue, workflow.DefaultVersion, 1) >= 1 {
+	if h.has(ctx, VersionWatchQueue) {
 		// Watches hold their slot for up to WatchRenew: on the ops' queue
 		// they would make every op wait for a slot. A watch no worker
 		// takes up in time fails, and the host records that supervision
@@ -145,7 +145,7 @@ func (h *host) decide(ctx workflow.Context, watched []int, events []activities.W
 			e.Seen = &Sighting{At: workflow.Now(ctx)}
 			h.restart(ctx, e, proc.OpStart, ev.Detail)
 		case activities.WatchUnhealthy:
-			if workflow.GetVersion(ctx, VersionUnhealthyStopStart, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
+			if !h.has(ctx, VersionUnhealthyStopStart) {
 				h.restart(ctx, e, proc.OpRestart, ev.Detail)
 				continue
 			}
@@ -180,7 +180,7 @@ func (h *host) decide(ctx workflow.Context, watched []int, events []activities.W
 func (h *host) restart(ctx workflow.Context, e *Entry, op proc.OpType, why string) {
 	spec := policies.WithDefaults(e.Spec)
 	d := policies.NewRestartPolicy(spec.StartRetries, spec.StartInterval).Next(e.Restart, workflow.Now(ctx), e.Process.Namespace+"/"+e.Process.Name)
-	if d.CrashLoop && workflow.GetVersion(ctx, VersionCrashBackoff, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
+	if d.CrashLoop && !h.has(ctx, VersionCrashBackoff) {
 		d.Delay = 0
 	}
 	e.Restart = d.State

@@ -37,14 +37,14 @@ type attemptFailure struct {
 // while it waits to try again.
 func (h *host) runTaskOp(ctx workflow.Context, req HostRequest, e Entry, in activities.HostOpInput) activities.HostOpOutput {
 	op := &taskOp{req: req, e: e, in: in}
-	if workflow.GetVersion(ctx, VersionTaskOpAttempts, workflow.DefaultVersion, 1) < 1 {
+	if !h.has(ctx, VersionTaskOpAttempts) {
 		out, err := h.tryOp(ctx, op, policies.OpAttempts)
 		if err != nil {
 			out = activities.HostOpOutput{Result: activityFailure(err)}
 		}
 		return out
 	}
-	op.local = workflow.GetVersion(ctx, VersionTaskOpLocal, workflow.DefaultVersion, 1) >= 1
+	op.local = h.has(ctx, VersionTaskOpLocal)
 	for n := 1; ; n++ {
 		op.in.Attempt = int32(n)
 		out, err := h.tryOp(ctx, op, 1)

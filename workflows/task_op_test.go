@@ -8,7 +8,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/mock"
 	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/workflow"
 
 	"github.com/drover-sh/drover/activities"
 	"github.com/drover-sh/drover/policies"
@@ -124,5 +126,30 @@ func TestTaskOpOutlastingItsLocalBudgetGoesOnAsAnActivity(t *testing.T) {
 	}
 	if got := fmt.Sprint(runs); got != "[{true 1} {false 1}]" {
 		t.Fatalf("runs %s, want attempt 1 local, then attempt 1 as an activity", got)
+	}
+}
+
+// TestHostBornAfterAChangeTakesItWithoutAsking: a host run begun by a
+// worker that has every change (Born = LedgerGen) takes their branches
+// without GetVersion, so its first task writes no version markers; a run
+// begun before Born was kept asks, as it always did, and takes the same
+// branch.
+func TestHostBornAfterAChangeTakesItWithoutAsking(t *testing.T) {
+	for _, born := range []int{0, LedgerGen} {
+		var local []bool
+		asked := 0
+		ht := newHostTest(t, func(ctx context.Context, in activities.HostOpInput) (activities.HostOpOutput, error) {
+			local = append(local, activity.GetInfo(ctx).IsLocalActivity)
+			return succeed(ctx, in)
+		})
+		ht.env.OnGetVersion(VersionTaskOpLocal, workflow.DefaultVersion, 1).Run(func(mock.Arguments) { asked++ }).Return(workflow.Version(1))
+		ht.send(time.Second, startRequest("T#0", 0, "a"))
+		ht.env.ExecuteWorkflow(HostWorkflowName, HostState{Host: proc.HostID{IP: "10.0.0.1"}, Born: born})
+		if r := ht.replies[0]; r.Code != proc.CodeSuccess || len(local) != 1 || !local[0] {
+			t.Fatalf("born %d: answer %+v, local %v; want 0 from a local op", born, r, local)
+		}
+		if want := map[bool]int{true: 0, false: 1}[born == LedgerGen]; asked != want {
+			t.Fatalf("born %d: GetVersion asked %d times, want %d", born, asked, want)
+		}
 	}
 }

@@ -1,5 +1,7 @@
 package workflows
 
+import "go.temporal.io/sdk/workflow"
+
 // The ledger of changes to running workflows. Host workflows never end
 // and tasks can run for hours, so a new worker replays histories written
 // by older code: every change to the commands a workflow issues is guarded
@@ -40,7 +42,9 @@ const (
 
 // Change is one entry of the ledger.
 type Change struct {
-	ID string
+	// Gen numbers the change, oldest first; the ledger only grows.
+	Gen int
+	ID  string
 	// Workflow is the workflow type whose histories take the old branch.
 	Workflow string
 	// What the change does, and what the old branch did.
@@ -51,43 +55,67 @@ type Change struct {
 
 // Ledger lists every change, oldest first.
 var Ledger = []Change{
-	{VersionUpdateRegisters, HostWorkflowName,
+	{1, VersionUpdateRegisters, HostWorkflowName,
 		"update_proc_info of a process not yet registered registers it (it answered 9106)", "host.go handleSpec"},
-	{VersionChunkedStatus, OperateWorkflowName,
+	{2, VersionChunkedStatus, OperateWorkflowName,
 		"a status task of more than ChunkSize items splits into chunks (it ran as one workflow)", "operate.go Operate"},
-	{VersionChunkedOutcome, OperateWorkflowName,
+	{3, VersionChunkedOutcome, OperateWorkflowName,
 		"a task split into chunks records its outcome and failed count in its search attributes (it never did)", "operate.go Operate"},
-	{VersionConfigFiles, HostWorkflowName,
+	{4, VersionConfigFiles, HostWorkflowName,
 		"a host runs file ops: push, repair, logs (it answered them 832)", "files.go handleFiles"},
-	{VersionRequestDeadline, HostWorkflowName,
+	{5, VersionRequestDeadline, HostWorkflowName,
 		"a request dequeued after its deadline answers 9105 without running (it ran, however late)", "host.go tooLate"},
-	{VersionCrashBackoff, HostWorkflowName,
+	{6, VersionCrashBackoff, HostWorkflowName,
 		"a crash-looping process is started again after a growing delay (at once, every poll)", "supervise.go restart"},
-	{VersionUnhealthyStopStart, HostWorkflowName,
+	{7, VersionUnhealthyStopStart, HostWorkflowName,
 		"an unhealthy process is stopped, then started (restarted with op_type 7)", "supervise.go decide"},
-	{VersionCrontabZone, HostWorkflowName,
+	{8, VersionCrontabZone, HostWorkflowName,
 		"crontab rules are read in the zone the watch learned (in UTC)", "supervise.go setZone"},
-	{VersionWatchQueue, HostWorkflowName,
+	{9, VersionWatchQueue, HostWorkflowName,
 		"watches run on their own task queue (on the ops' queue)", "supervise.go startWatch"},
-	{VersionWatchShard, HostWorkflowName,
+	{10, VersionWatchShard, HostWorkflowName,
 		"a host is watched by its shard's watch (by a watch activity of its own)", "watchshard.go sharded"},
-	{VersionCancelTask, HostWorkflowName + ", " + OperateWorkflowName,
+	{11, VersionCancelTask, HostWorkflowName + ", " + OperateWorkflowName,
 		"a task's cancel reaches its hosts, which end or drop its requests (the cancel was ignored)", "cancel.go, operate_cancel.go"},
-	{VersionRegistryMemo, HostWorkflowName,
+	{12, VersionRegistryMemo, HostWorkflowName,
 		"a host keeps its registry digest in its memo (none)", "digest.go publish"},
-	{VersionRenewSignal, HostWorkflowName,
+	{13, VersionRenewSignal, HostWorkflowName,
 		"a renew signal has the host continue as new at its next op (ignored)", "host.go renewAsked"},
-	{VersionTaskOpAttempts, HostWorkflowName,
+	{14, VersionTaskOpAttempts, HostWorkflowName,
 		"a task's op is retried by its host, one activity per attempt (the server retried one activity)", "legacy_host.go"},
-	{VersionDeliverUpdates, OperateWorkflowName,
+	{15, VersionDeliverUpdates, OperateWorkflowName,
 		"a task hands its items to hosts by update in batches and reads their answers from the batches " +
 			"(a Dispatch activity signalled every host, and each host signalled its answer back)", "legacy_operate.go"},
-	{VersionTaskOpLocal, HostWorkflowName,
+	{16, VersionTaskOpLocal, HostWorkflowName,
 		"a task's op runs as a local activity for up to policies.LocalOpBudget, then as an activity (always an activity)", "task_op.go tryOp"},
-	{VersionRegistrySpecs, HostWorkflowName,
+	{17, VersionRegistrySpecs, HostWorkflowName,
 		"a host keeps its specs in its memo, which status reads with one listing (status queried each host)", "digest.go publish"},
-	{VersionArmLocal, HostWorkflowName,
+	{18, VersionArmLocal, HostWorkflowName,
 		"a host arms its shard with a local activity (an activity)", "watchshard.go armShard"},
-	{VersionFileOpCancels, HostWorkflowName,
+	{19, VersionFileOpCancels, HostWorkflowName,
 		"a task's cancel ends its file op while it runs (once the op had ended)", "files.go runFiles"},
+}
+
+// LedgerGen is the newest change's Gen. A host workflow run begun on a
+// worker that has every change up to it records its Born: it takes those
+// changes' branches without asking GetVersion, so its first workflow task
+// writes no version markers and search attribute updates for them. A
+// marker an older worker wrote for such a change is skipped on replay.
+var LedgerGen = Ledger[len(Ledger)-1].Gen
+
+// genOf is a change's Gen; an id the ledger lacks (TestLedger fails on one)
+// is newer than any run.
+func genOf(id string) int {
+	for _, c := range Ledger {
+		if c.ID == id {
+			return c.Gen
+		}
+	}
+	return LedgerGen + 1
+}
+
+// has reports whether the host's run takes change id: a run born after it
+// does, else GetVersion says.
+func (h *host) has(ctx workflow.Context, id string) bool {
+	return h.Born >= genOf(id) || workflow.GetVersion(ctx, id, workflow.DefaultVersion, 1) >= 1
 }

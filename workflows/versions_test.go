@@ -45,7 +45,11 @@ func TestLedger(t *testing.T) {
 					}
 				}
 			case *ast.CallExpr:
-				if sel, ok := n.Fun.(*ast.SelectorExpr); ok && sel.Sel.Name == "GetVersion" && len(n.Args) > 1 {
+				// workflow.GetVersion(ctx, id, ...) and host.has(ctx, id).
+				if sel, ok := n.Fun.(*ast.SelectorExpr); ok && (sel.Sel.Name == "GetVersion" || sel.Sel.Name == "has") && len(n.Args) > 1 {
+					if id, ok := n.Args[1].(*ast.Ident); ok && id.Name == "id" {
+						return true // has itself
+					}
 					ids = append(ids, n.Args[1])
 				}
 			}

@@ -52,7 +52,7 @@ type ArmInput struct {
 // watch_shards is 0.
 func (h *host) sharded(ctx workflow.Context, watched []int) bool {
 	return len(watched) > 0 && h.Supervision.WatchShards > 0 &&
-		workflow.GetVersion(ctx, VersionWatchShard, workflow.DefaultVersion, 1) == 1
+		h.has(ctx, VersionWatchShard)
 }
 
 // watchInput is what the watch of the watched entries polls.
@@ -185,7 +185,7 @@ func (h *host) armShard(ctx workflow.Context, shard string, gen int) workflow.Fu
 	in := ArmInput{Shard: shard, WatchQueue: queue, Arm: ShardArm{Host: HostWorkflowID(h.Host), Gen: gen}}
 	retry := &temporal.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 2, MaximumAttempts: 5}
 	var d *Dispatcher
-	if workflow.GetVersion(ctx, VersionArmLocal, workflow.DefaultVersion, 1) >= 1 {
+	if h.has(ctx, VersionArmLocal) {
 		lctx := workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{StartToCloseTimeout: 30 * time.Second, RetryPolicy: retry})
 		return workflow.ExecuteLocalActivity(lctx, d.ArmWatch, in)
 	}
