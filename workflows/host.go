@@ -31,6 +31,8 @@ type host struct {
 	// armed its shard with at WatchGen, nil once decided on (or in a new
 	// run, which arms again).
 	watchEvents workflow.ReceiveChannel
+	// watchUpdates brings the events of WatchEventsUpdate.
+	watchUpdates workflow.Channel
 	armed       *activities.WatchInput
 	// arming is the arm under way, if any.
 	arming  workflow.Future
@@ -50,8 +52,12 @@ const maxEvents = 200
 func Host(ctx workflow.Context, st HostState) error {
 	h := &host{HostState: st, ops: workflow.GetSignalChannel(ctx, OpSignal), renew: workflow.GetSignalChannel(ctx, RenewSignal),
 		watchEvents: workflow.GetSignalChannel(ctx, WatchEventsSignal), cancels: workflow.GetSignalChannel(ctx, CancelTaskSignal),
-		updates: workflow.NewBufferedChannel(ctx, updateBuffer)}
+		updates: workflow.NewBufferedChannel(ctx, updateBuffer), watchUpdates: workflow.NewBufferedChannel(ctx, updateBuffer)}
 	if err := workflow.SetUpdateHandler(ctx, OpUpdate, h.onOp); err != nil {
+		return err
+	}
+	if err := workflow.SetUpdateHandlerWithOptions(ctx, WatchEventsUpdate, h.onWatchEvents,
+		workflow.UpdateHandlerOptions{Validator: h.validWatchEvents}); err != nil {
 		return err
 	}
 	if err := workflow.SetQueryHandler(ctx, RegistryQuery, func() ([]Entry, error) {

@@ -58,8 +58,11 @@ const (
 	// RenewSignal (no payload) asks for a new run at the host's next
 	// wake.
 	RenewSignal = "renew"
-	// WatchEventsSignal carries activities.ShardEvents from the host's
-	// shard watch.
+	// WatchEventsUpdate carries activities.ShardEvents from the host's
+	// shard watch; the host refuses events of what it no longer watches.
+	WatchEventsUpdate = "watch-events"
+	// WatchEventsSignal is WatchEventsUpdate as shard watches sent it
+	// before, and to hosts whose worker lacks the update.
 	WatchEventsSignal = "watch-events"
 	// RegistryQuery → []Entry: the host's registered processes.
 	RegistryQuery = "registry"

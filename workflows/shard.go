@@ -239,12 +239,31 @@ func (l HostLink) WatchInput(ctx context.Context, host string) (activities.HostW
 	return w, found, err
 }
 
-// Report signals a host workflow what its shard watch saw.
+// Report tells a host workflow what its shard watch saw, by update: one
+// the host no longer watches for (an op changed what it watches since)
+// is refused by the host's validator, which writes nothing, where a
+// signal cost a workflow task. A host whose worker does not know the
+// update (an older one, mid-deploy) is signalled.
 func (l HostLink) Report(ctx context.Context, host string, ev activities.ShardEvents) (bool, error) {
-	err := l.Client.SignalWorkflow(ctx, host, "", WatchEventsSignal, ev)
+	h, err := l.Client.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{WorkflowID: host, UpdateName: WatchEventsUpdate,
+		Args: []any{ev}, WaitForStage: client.WorkflowUpdateStageAccepted})
+	if err == nil {
+		err = h.Get(ctx, nil)
+	}
 	var nf *serviceerror.NotFound
-	if errors.As(err, &nf) {
+	var ae *temporal.ApplicationError
+	switch {
+	case err == nil:
+		return true, nil
+	case errors.As(err, &nf):
 		return false, nil
+	case errors.As(err, &ae) && ae.Type() == errStaleWatchEvents:
+		return true, nil
+	case errors.As(err, &ae):
+		err = l.Client.SignalWorkflow(ctx, host, "", WatchEventsSignal, ev)
+		if errors.As(err, &nf) {
+			return false, nil
+		}
 	}
 	return err == nil, err
 }

@@ -353,3 +353,43 @@ func TestShardTakesArmsInBatches(t *testing.T) {
 		t.Fatalf("watches %+v, next run's members %d; want the first watch and the next run with 20 each", r.inputs, len(next.Members))
 	}
 }
+
+// update sends the host watch events by update at a time on the workflow's
+// clock, and records whether the host refused them.
+func (r *shardRig) update(d time.Duration, ev activities.ShardEvents, refused *[]bool) {
+	r.env.RegisterDelayedCallback(func() {
+		r.env.UpdateWorkflow(WatchEventsUpdate, fmt.Sprint(d), &testsuite.TestUpdateCallback{
+			OnAccept: func() {},
+			OnReject: func(error) {
+				r.mu.Lock()
+				*refused = append(*refused, true)
+				r.mu.Unlock()
+			},
+			OnComplete: func(_ any, err error) {
+				r.mu.Lock()
+				*refused = append(*refused, err != nil)
+				r.mu.Unlock()
+			},
+		}, ev)
+	}, d)
+}
+
+// TestShardEventsByUpdateRefusedWhenStale: events sent by update that the
+// host would ignore (another generation) are refused by its validator,
+// before they cost a workflow task; the generation it watches is taken and
+// decided on as a signal's.
+func TestShardEventsByUpdateRefusedWhenStale(t *testing.T) {
+	r := newShardRig(t)
+	var refused []bool
+	r.update(time.Minute, dead(7), &refused)
+	r.update(2*time.Minute, dead(1), &refused)
+	r.update(3*time.Minute, dead(1), &refused)
+	st := r.run(managed(nil))
+	if !same(refused, []bool{true, false, true}) {
+		t.Fatalf("refused %v, want generation 7 refused, 1 taken, 1 again refused (the host had moved on to 2)", refused)
+	}
+	if !same(r.ops, []proc.OpType{proc.OpStart}) {
+		t.Fatalf("ops %v, want the one start generation 1 called for", r.ops)
+	}
+	wantEvents(t, st, EventRestartSuccess)
+}

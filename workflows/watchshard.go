@@ -88,18 +88,15 @@ func (h *host) waitShard(ctx, wctx workflow.Context, sel workflow.Selector, watc
 		sel.AddFuture(h.arming, func(f workflow.Future) { h.armed1(ctx, f) })
 	}
 	var got *activities.ShardEvents
-	sel.AddReceive(h.watchEvents, func(c workflow.ReceiveChannel, _ bool) {
-		var ev activities.ShardEvents
-		c.Receive(ctx, &ev)
-		// Another generation's events were seen before the host last
-		// decided or armed: it acts only on what it is watching now. Nor
-		// on events of what changed since it armed (an op ran, a config
-		// was pushed) while the next arm waits for the one under way:
-		// they judge the host by a registry it no longer has.
-		if ev.Gen == h.WatchGen && h.armed != nil && sameWatchInput(*h.armed, in) {
-			got = &ev
-		}
-	})
+	for _, ch := range []workflow.ReceiveChannel{h.watchEvents, h.watchUpdates} {
+		sel.AddReceive(ch, func(c workflow.ReceiveChannel, _ bool) {
+			var ev activities.ShardEvents
+			c.Receive(ctx, &ev)
+			if h.current(ev, in) {
+				got = &ev
+			}
+		})
+	}
 	wake, ok := h.nextWake(now)
 	if now.Before(h.watchBackoff) && (!ok || h.watchBackoff.Before(wake)) {
 		wake, ok = h.watchBackoff, true
@@ -128,6 +125,34 @@ func (h *host) waitShard(ctx, wctx workflow.Context, sel workflow.Selector, watc
 		at[i] = h.find(e.Process)
 	}
 	h.decide(ctx, at, got.Events)
+}
+
+// current reports whether events are of what the host watches now, in:
+// another generation's were seen before the host last decided or armed,
+// and events of what changed since it armed (an op ran, a config was
+// pushed) while the next arm waits for the one under way judge the host
+// by a registry it no longer has.
+func (h *host) current(ev activities.ShardEvents, in activities.WatchInput) bool {
+	return ev.Gen == h.WatchGen && h.armed != nil && sameWatchInput(*h.armed, in)
+}
+
+// errStaleWatchEvents is the type of the error a host refuses events with
+// that it no longer watches for.
+const errStaleWatchEvents = "StaleWatchEvents"
+
+// validWatchEvents refuses events the host would not act on, before they
+// cost it a workflow task.
+func (h *host) validWatchEvents(_ workflow.Context, ev activities.ShardEvents) error {
+	if !h.current(ev, h.watchInput(h.watched())) {
+		return temporal.NewApplicationError(fmt.Sprintf("watch events of generation %d: the host watches generation %d", ev.Gen, h.WatchGen), errStaleWatchEvents)
+	}
+	return nil
+}
+
+// onWatchEvents takes events the validator let through to the host's loop.
+func (h *host) onWatchEvents(_ workflow.Context, ev activities.ShardEvents) error {
+	h.watchUpdates.SendAsync(ev)
+	return nil
 }
 
 // arm asks the shard to watch the next generation; the armed input is
