@@ -124,13 +124,14 @@ bench-deps: deps
 ## and every op over 200 and 10,000 identities (fleetops)
 ## (BENCH_HOSTS, BENCH_RUNS, BENCH_PARTS, ...: see bench/cmd/bench; flags in
 ## BENCH_ARGS, e.g. BENCH_ARGS="--hosts 50 --parts control"). Writes
-## bench/results/latest.md, fleetops.md and scaling.png.
+## bench/results/latest.md, fleetops.md and scaling.png, and the results in
+## docs/benchmarks.md.
 bench: bench-deps bin/starter bin/temporal
 	$(GO) run ./bench/cmd/bench $(BENCH_ARGS)
 
 ## bench-fleet: supervision at fleet size: 2,000 sshd hosts x 10 processes
 ## (about 8 GB), 2 worker processes, then a mass failure and a worker's loss
 ## (BENCH_FLEET_HOSTS, _PROCS, _WORKERS, _INTERVAL, _QUIET). Rewrites the
-## README's fleet section.
+## fleet section of docs/benchmarks.md.
 bench-fleet: bench-deps bin/worker bin/temporal
 	$(GO) run ./bench/cmd/bench --parts fleet

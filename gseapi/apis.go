@@ -21,7 +21,7 @@ const (
 	APIGetProcStatus        = "get_proc_status"
 	APISyncProcStatus       = "sync_proc_status"
 	// GSE 2.0's result and status APIs: the same questions, answered in
-	// the forms GSE 2.0 callers look up (see the dialect in the README).
+	// the forms GSE 2.0 callers look up (see docs/http-api.md).
 	APIGetProcOperateResultV2 = "get_proc_operate_result_v2"
 	APIGetProcStatusV2        = "get_proc_status_v2"
 

@@ -97,7 +97,7 @@ func apiCases(t *testing.T) []apiCase {
 		{APIGetProcStatusV2, status, APIGetProcStatus, map[string]string{
 			".data.proc_infos[].bk_agent_id": "string", ".data.proc_infos[].host.bk_agent_id": "string"}},
 		{APISyncProcStatus, `{"meta":{"namespace":"gse"},"page":{"start":0,"limit":100}}`, APISyncProcStatus, nil},
-		// drover's own, as the README documents their answers.
+		// drover's own, as docs/files.md and docs/operating.md document their answers.
 		{APIPushConfig, `{` + target + `,"files":[{"path":"/data/app/app.conf","content":"cG9ydCA9IDIK"}],"then":"reload"}`, taskID, nil},
 		{APIRepairConfig, `{` + target + `}`, taskID, nil},
 		{APITailLog, `{"meta":{"namespace":"web","name":"svc"},"agent_id_list":["0:10.0.0.1"],"tail":5,"grep":"^E"}`, taskID, nil},

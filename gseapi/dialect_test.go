@@ -91,7 +91,7 @@ func TestStatusLookupSpec(t *testing.T) {
 }
 
 // TestTolerantReadings: what the documents do not forbid is accepted, with
-// the reading the README documents.
+// the reading docs/http-api.md documents.
 func TestTolerantReadings(t *testing.T) {
 	pi := "process_infos.0."
 	mp := "spec.monitor_policy."

@@ -8,7 +8,7 @@ import (
 )
 
 // Top-level response codes. 0 and 1000115 are GSE's; the others are
-// drover's, documented in the README.
+// drover's, documented in docs/http-api.md.
 const (
 	CodeOK           = 0
 	CodeBadRequest   = 1000001 // a field breaks a rule; message names it

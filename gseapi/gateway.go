@@ -121,7 +121,7 @@ func resultQuery(v2 bool) func([]byte) (query, error) {
 }
 
 // resultsFor answers get_proc_operate_result, or with v2 its GSE 2.0 twin
-// (keys in the form the table in the README gives); a task touching a
+// (keys in the form the table in docs/http-api.md gives); a task touching a
 // namespace outside the grant is refused whole.
 func resultsFor(ctx context.Context, e Engine, taskID string, wait bool, g *Grant, v2 bool) (Response, Outcome) {
 	res, refused, outcome, ok := grantedResults(ctx, e, taskID, wait, g)

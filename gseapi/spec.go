@@ -18,7 +18,7 @@ import (
 // The rules kept are those that guard the hosts: names and paths that reach
 // a shell or a file system, ranges the documents state, and bounds that keep
 // durations sane. Everything else has a tolerant reading, documented where
-// it is applied and in the README.
+// it is applied and in docs/http-api.md.
 type specInput struct {
 	procName, setupPath, pidPath, cfgPath, logPath, account text
 	contact, shellExt, funcID, instanceID, valueKey         text

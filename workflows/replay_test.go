@@ -107,7 +107,7 @@ func TestReplayCorpusCoversEveryWorkflow(t *testing.T) {
 	}
 	for _, d := range workflowDefinitions {
 		if len(recorded[d.Name]) == 0 {
-			t.Errorf("no recorded history of %s in testdata/histories (record one: DROVER_RECORD_HISTORIES, see the README's upgrades section)", d.Name)
+			t.Errorf("no recorded history of %s in testdata/histories (record one: DROVER_RECORD_HISTORIES, see docs/upgrades.md)", d.Name)
 		}
 	}
 }

@@ -35,7 +35,7 @@ const (
 // per identity, /data/fan/<identity ip>.pid. After each op every key must be
 // answered by get_proc_operate_result with the op's success, and no
 // workflow's history may come near the server's limits. It logs each op's
-// time, as the README's scale section quotes them.
+// time, as the scale section of docs/testing.md quotes them.
 // Run with `make test-scale`; DROVER_FANOUT=1000 is a quick run.
 func TestFanOutFleet(t *testing.T) {
 	n, sshd := envInt("DROVER_FANOUT", 10000), envInt("DROVER_FANOUT_SSHD", 20)

@@ -73,7 +73,7 @@ func TestHTTPGateway(t *testing.T) {
 	if !strings.Contains(memo, "alice") || strings.Contains(memo, "s3cret-value") {
 		t.Fatalf("memo %s", memo)
 	}
-	// The task is found by its search attributes, as the README's recipes do.
+	// The task is found by its search attributes, as the recipes in docs/operating.md do.
 	q := fmt.Sprintf("DroverOp = 'status' AND DroverOutcome = 'ok' AND DroverHosts = '0:%s' AND DroverProcess = 'gse/proc-test' AND DroverHostCount = 1", h.IP)
 	waitFor(t, 20*time.Second, "search attributes", func() bool {
 		resp, err := e.client.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{Query: q})

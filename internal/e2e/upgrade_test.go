@@ -110,7 +110,7 @@ func TestUpgradeKeepsSupervision(t *testing.T) {
 	}
 	e.noFailedWorkflowTask(ctx, wid)
 
-	// The same offline, as the README's runbook checks a release: both
+	// The same offline, as docs/upgrades.md checks a release: both
 	// runs, exported with the temporal CLI, replay against the build.
 	dir := t.TempDir()
 	for name, run := range map[string]string{"first": first, "renewed": ""} {

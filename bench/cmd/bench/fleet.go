@@ -193,7 +193,7 @@ func (e *env) startWorkerProc(f fleetSettings, n int) (*workerProc, error) {
 		"DROVER_TEMPORAL_ADDRESS="+e.cfg.TemporalAddress, "DROVER_TASK_QUEUE="+fleetQueue,
 		"DROVER_INVENTORY="+e.cfg.Inventory, "DROVER_SUPERVISE_INTERVAL="+f.interval.String(),
 		"DROVER_METRICS_LISTEN="+w.metrics, "DROVER_LOG_LEVEL=warn", "DROVER_LIMIT_POLLS=3",
-		// The README's sizing: a shard watch per 250 hosts, and
+		// The documented sizing: a shard watch per 250 hosts, and
 		// pollers that scale down while quiet.
 		fmt.Sprintf("DROVER_WATCH_SHARDS=%d", (f.hosts+249)/250), "DROVER_POLLER_AUTOSCALING=true")
 	w.cmd.Stdout, w.cmd.Stderr = logf, logf

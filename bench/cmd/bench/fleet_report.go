@@ -12,8 +12,8 @@ import (
 	"github.com/drover-sh/drover/internal/testbed"
 )
 
-// The README's fleet section lies between these markers; make bench-fleet
-// replaces it with its own tables.
+// The fleet section of the docs page lies between these markers; make
+// bench-fleet replaces it with its own tables.
 const (
 	fleetBegin = "<!-- fleet bench results: written by make bench-fleet -->\n"
 	fleetEnd   = "<!-- end of fleet bench results -->\n"
@@ -23,7 +23,7 @@ const (
 func fleetMarkdown(r *fleetResult, err error, machine []string, took time.Duration) string {
 	var b strings.Builder
 	w := func(format string, args ...any) { fmt.Fprintf(&b, format, args...) }
-	w("#### Fleet supervision (%d hosts × %d processes, %s interval, %d worker processes, %d shard watches)\n\n", r.hosts, r.procs, r.interval, r.workers, (r.hosts+249)/250)
+	w("### Fleet supervision (%d hosts × %d processes, %s interval, %d worker processes, %d shard watches)\n\n", r.hosts, r.procs, r.interval, r.workers, (r.hosts+249)/250)
 	w("Measured %s on %s.\n\n", time.Now().UTC().Format("2006-01-02 15:04 UTC"), strings.Join(machine, ", "))
 	if err != nil {
 		w("The run stopped early: %v. Figures measured before that are below; the others are 0.\n\n", err)
@@ -92,7 +92,7 @@ func fleetMarkdown(r *fleetResult, err error, machine []string, took time.Durati
 }
 
 // writeFleet prints the fleet tables, writes them to fleet.md and, for a
-// run into the default results directory, into the README.
+// run into the default results directory, into the docs page.
 func writeFleet(s settings, r *fleetResult, runErr error, took time.Duration) error {
 	md := fleetMarkdown(r, runErr, describeMachine(), took)
 	fmt.Print(md)
@@ -104,7 +104,13 @@ func writeFleet(s settings, r *fleetResult, runErr error, took time.Duration) er
 	if s.out != defaultOut() || runErr != nil {
 		return runErr
 	}
-	return refreshSection(filepath.Join(testbed.ModuleRoot(), "README.md"), fleetBegin, fleetEnd, md)
+	return refreshSection(docsPage(), fleetBegin, fleetEnd, md)
+}
+
+// docsPage is the page the results of a run into the default results
+// directory are written into, each part between its own markers.
+func docsPage() string {
+	return filepath.Join(testbed.ModuleRoot(), "docs", "benchmarks.md")
 }
 
 // refreshSection replaces what lies between begin and end in the file.

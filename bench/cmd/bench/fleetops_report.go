@@ -11,12 +11,11 @@ import (
 	"strings"
 	"time"
 
-	"github.com/drover-sh/drover/internal/testbed"
 	"github.com/drover-sh/drover/proc"
 )
 
-// The README's fleet-size ops section lies between these markers; a run
-// of the fleetops part into the default results directory rewrites it.
+// The fleet-size ops section of the docs page lies between these markers;
+// a run of the fleetops part into the default results directory rewrites it.
 const (
 	fleetOpsBegin = "<!-- fleet-size ops results: written by make bench -->\n"
 	fleetOpsEnd   = "<!-- end of fleet-size ops results -->\n"
@@ -45,7 +44,7 @@ func fleetOpsMarkdown(r *fleetOpsResult, runErr error, machine []string) string 
 	var b strings.Builder
 	w := func(format string, args ...any) { fmt.Fprintf(&b, format, args...) }
 	base, top := r.sizes[0], r.sizes[len(r.sizes)-1]
-	w("#### Fleet-size ops (identities sharing %d sshd hosts through `address`)\n\n", r.sshd)
+	w("### Fleet-size ops (identities sharing %d sshd hosts through `address`)\n\n", r.sshd)
 	w("Measured %s on %s.\n\n", time.Now().UTC().Format("2006-01-02 15:04 UTC"), strings.Join(machine, ", "))
 	if runErr != nil {
 		w("The run stopped early: %v.\n\n", runErr)
@@ -184,7 +183,7 @@ func oneLineOf(s string) string {
 }
 
 // writeFleetOps writes the fleet-size table to fleetops.md and, for a run
-// into the default results directory, into the README.
+// into the default results directory, into the docs page.
 func writeFleetOps(s settings, md string) error {
 	path := filepath.Join(s.out, "fleetops.md")
 	if err := os.WriteFile(path, []byte(md), 0o644); err != nil {
@@ -194,7 +193,7 @@ func writeFleetOps(s settings, md string) error {
 	if s.out != defaultOut() {
 		return nil
 	}
-	return refreshSection(filepath.Join(testbed.ModuleRoot(), "README.md"), fleetOpsBegin, fleetOpsEnd, md)
+	return refreshSection(docsPage(), fleetOpsBegin, fleetOpsEnd, md)
 }
 
 // loadFleetOpsSettings reads BENCH_FLEETOPS (identity counts, the first
@@ -221,7 +220,7 @@ func loadFleetOpsSettings() (fleetOpsSettings, error) {
 }
 
 // runFleetOps runs the fleetops part and writes its table (fleetops.md and
-// its own README section); a failed op is in the table, and so is a run
+// its own section of the docs page); a failed op is in the table, and so is a run
 // that stopped early.
 func (e *env) runFleetOps(ctx context.Context) error {
 	log.Printf("fleet-size ops: %v identities on %d sshd hosts", e.s.fleetOps.sizes, e.s.fleetOps.sshd)

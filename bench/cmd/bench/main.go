@@ -18,7 +18,7 @@
 //	BENCH_SUPERVISE    supervision run length; 0 skips it (2m)
 //	BENCH_SUP_HOSTS    hosts supervised (BENCH_HOSTS)
 //	BENCH_OUT          results directory (bench/results); a run writing
-//	                   elsewhere leaves README.md alone
+//	                   elsewhere leaves docs/benchmarks.md alone
 //	BENCH_SQLITE_SYNC  full: the dev server's SQLite syncs every transaction
 //	                   (its default); otherwise WAL, synced at checkpoints
 //	BENCH_PARTS        what to measure: status, control (start, restart and

@@ -16,8 +16,6 @@ import (
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/plotutil"
 	"gonum.org/v1/plot/vg"
-
-	"github.com/drover-sh/drover/internal/testbed"
 )
 
 // report collects everything measured and renders it.
@@ -59,7 +57,7 @@ func (r *report) write() error {
 	}
 	log.Printf("wrote %s", path)
 	if !r.settings.part(partStatus) {
-		return nil // no scaling series; a partial run leaves the README alone
+		return nil // no scaling series; a partial run leaves the docs alone
 	}
 	png := filepath.Join(r.settings.out, "scaling.png")
 	if err := r.plot(png); err != nil {
@@ -67,37 +65,17 @@ func (r *report) write() error {
 	}
 	log.Printf("wrote %s", png)
 	if r.settings.out != defaultOut() || len(r.settings.parts) != len(allParts) {
-		return nil // a trial run elsewhere, or of some parts, leaves the README alone
+		return nil // a trial run elsewhere, or of some parts, leaves the docs alone
 	}
-	return refreshReadme(filepath.Join(testbed.ModuleRoot(), "README.md"), md)
+	return refreshSection(docsPage(), benchBegin, benchEnd, md+"\n![hosts against seconds per tool](../bench/results/scaling.png)\n")
 }
 
-// The README's bench section is everything between these markers; each
-// run replaces it with its own table.
+// The bench results on the docs page are everything between these
+// markers; each run replaces them with its own tables.
 const (
-	readmeBegin = "<!-- bench results: written by make bench -->\n"
-	readmeEnd   = "<!-- end of bench results -->\n"
+	benchBegin = "<!-- bench results: written by make bench -->\n"
+	benchEnd   = "<!-- end of bench results -->\n"
 )
-
-func refreshReadme(path, md string) error {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return err
-	}
-	s := string(data)
-	i, j := strings.Index(s, readmeBegin), strings.Index(s, readmeEnd)
-	if i < 0 || j < i {
-		log.Printf("%s has no bench section markers; left alone", path)
-		return nil
-	}
-	// Section headings one level down, under the README's own.
-	body := strings.ReplaceAll(md, "\n### ", "\n#### ")
-	body = strings.TrimPrefix(body, "### ")
-	body = "#### " + body + "\n![hosts against seconds per tool](bench/results/scaling.png)\n"
-	out := s[:i+len(readmeBegin)] + body + s[j:]
-	log.Printf("refreshed the bench section of %s", path)
-	return os.WriteFile(path, []byte(out), 0o644)
-}
 
 func (r *report) med(size int, tool string, warm bool) float64 {
 	m := r.sizes[size][tool]
