@@ -110,15 +110,16 @@ func digestAll(entries []Entry, events []Event) []ProcDigest {
 	return procs
 }
 
-// RenewWithoutDigest asks every running host workflow whose memo lacks the
-// registry digest or the specs (a run begun before they existed) for a new
-// run, which keeps them: until then, ListDigests and status read such a
-// host with queries. It returns how many it asked.
-func RenewWithoutDigest(ctx context.Context, c client.Client) (int, error) {
+// RenewHosts asks running host workflows for a new run: those whose memo
+// lacks the registry digest or the specs (a run begun before they existed;
+// until then ListDigests and status read such a host with queries), or
+// with all, every one (a new run takes every change its worker has, which
+// retiring a change's old branch needs). It returns how many it asked.
+func RenewHosts(ctx context.Context, c client.Client, all bool) (int, error) {
 	asked := 0
 	err := eachHost(ctx, c, runningHosts(), listPageSize, func(_ proc.HostID, ex *workflowpb.WorkflowExecutionInfo) error {
 		memo := ex.GetMemo().GetFields()
-		if memo[RegistryMemo] != nil && memo[SpecsMemo] != nil {
+		if !all && memo[RegistryMemo] != nil && memo[SpecsMemo] != nil {
 			return nil
 		}
 		run := ex.GetExecution()

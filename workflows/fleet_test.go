@@ -106,8 +106,12 @@ func TestListDigestsAtFleetSize(t *testing.T) {
 	}
 	// The runs without a digest or specs, and only they, are asked for a
 	// new run.
-	if n, err := RenewWithoutDigest(context.Background(), f); err != nil || n != withoutMemo+withoutSpecs || f.signals.Load() != withoutMemo+withoutSpecs {
+	if n, err := RenewHosts(context.Background(), f, false); err != nil || n != withoutMemo+withoutSpecs || f.signals.Load() != withoutMemo+withoutSpecs {
 		t.Fatalf("renewed %d, signalled %d: %v", n, f.signals.Load(), err)
+	}
+	// Asked to, every one.
+	if n, err := RenewHosts(context.Background(), f, true); err != nil || n != hosts {
+		t.Fatalf("renewed %d of all %d: %v", n, hosts, err)
 	}
 	// A selection reads the same listing and keeps its hosts.
 	got, err = ListDigests(context.Background(), f, nil, func(h proc.HostID) bool { return h.CloudID == 1 })

@@ -12,7 +12,7 @@ import "go.temporal.io/sdk/workflow"
 // A change's old branch may go once no workflow that can reach it runs: a
 // Host change once every host workflow has continued as new on a worker
 // that has it (when its history grows long, or at its next op after
-// `starter setup --renew`), an Operate change once every task begun before
+// `worker setup --renew`), an Operate change once every task begun before
 // it has ended (within policies.TaskBackstop). Then the corpus histories
 // that take the old branch are replaced with new recordings, the version
 // is pinned and the branch deleted (docs/upgrades.md).

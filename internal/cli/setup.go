@@ -23,8 +23,9 @@ var saTypes = map[string]enumspb.IndexedValueType{
 // Setup registers drover's search attributes in the namespace through the
 // operator API, once per cluster; attributes already there are left alone.
 // Run again after an upgrade, it asks host workflows begun before the
-// registry digest for a new run that keeps one.
-func Setup(ctx context.Context, cfg config.Config, out io.Writer) error {
+// registry digest or specs for a new run that keeps them; with renewAll,
+// every host workflow.
+func Setup(ctx context.Context, cfg config.Config, renewAll bool, out io.Writer) error {
 	c, err := Dial(cfg, config.Config{LogLevel: "error", LogFormat: "text"}.Logger())
 	if err != nil {
 		return err
@@ -33,12 +34,12 @@ func Setup(ctx context.Context, cfg config.Config, out io.Writer) error {
 	if err := addSearchAttributes(ctx, c, cfg, out); err != nil {
 		return err
 	}
-	n, err := workflows.RenewWithoutDigest(ctx, c)
+	n, err := workflows.RenewHosts(ctx, c, renewAll)
 	if err != nil {
 		return err
 	}
 	if n > 0 {
-		fmt.Fprintf(out, "asked %d host workflows without a registry digest for a new run (at each one's next op or supervision decision)\n", n)
+		fmt.Fprintf(out, "asked %d host workflows for a new run (at each one's next op or supervision decision)\n", n)
 	}
 	return nil
 }

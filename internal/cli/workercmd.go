@@ -34,7 +34,8 @@ func NewWorker() *cobra.Command {
 	config.AddFlags(cmd.PersistentFlags())
 	config.AddWorkerFlags(cmd.Flags())
 	addVersion(cmd)
-	cmd.AddCommand(&cobra.Command{
+	var renewAll bool
+	setup := &cobra.Command{
 		Use:   "setup",
 		Short: "Register drover's search attributes in the Temporal namespace (once per cluster)",
 		Args:  cobra.NoArgs,
@@ -43,8 +44,10 @@ func NewWorker() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return Setup(cmd.Context(), cfg, cmd.OutOrStdout())
+			return Setup(cmd.Context(), cfg, renewAll, cmd.OutOrStdout())
 		},
-	})
+	}
+	setup.Flags().BoolVar(&renewAll, "renew", false, "ask every running host workflow for a new run on this release (at its next op or supervision decision), as retiring a change's old branch needs")
+	cmd.AddCommand(setup)
 	return cmd
 }

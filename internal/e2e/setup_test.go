@@ -21,7 +21,7 @@ func TestWorkerSetupRegistersSearchAttributes(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	var out bytes.Buffer
-	if err := cli.Setup(ctx, cfg, &out); err != nil || !strings.Contains(out.String(), "added") {
+	if err := cli.Setup(ctx, cfg, false, &out); err != nil || !strings.Contains(out.String(), "added") {
 		t.Fatalf("setup: %v %s", err, out.String())
 	}
 	c, err := cli.Dial(cfg, config.Config{LogLevel: "error", LogFormat: "text"}.Logger())
@@ -39,7 +39,7 @@ func TestWorkerSetupRegistersSearchAttributes(t *testing.T) {
 		}
 	}
 	out.Reset()
-	if err := cli.Setup(ctx, cfg, &out); err != nil || !strings.Contains(out.String(), "already has") {
+	if err := cli.Setup(ctx, cfg, false, &out); err != nil || !strings.Contains(out.String(), "already has") {
 		t.Fatalf("second setup: %v %s", err, out.String())
 	}
 }
