@@ -33,7 +33,7 @@ type host struct {
 	watchEvents workflow.ReceiveChannel
 	// watchUpdates brings the events of WatchEventsUpdate.
 	watchUpdates workflow.Channel
-	armed       *activities.WatchInput
+	armed        *activities.WatchInput
 	// arming is the arm under way, if any.
 	arming  workflow.Future
 	cancels workflow.ReceiveChannel
