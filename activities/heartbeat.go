@@ -38,11 +38,12 @@ func keepAlive(ctx context.Context) (stop func()) {
 // something other than a host command.
 func KeepAlive(ctx context.Context) (stop func()) { return keepAlive(ctx) }
 
-// stopOnWorkerStop derives a context that ends when the worker running the
+// StopOnWorkerStop derives a context that ends when the worker running the
 // activity begins to stop; stopping reports whether that happened. Outside
 // an activity (tests calling it directly) nothing stops it. release ends
-// the derived context.
-func stopOnWorkerStop(ctx context.Context) (_ context.Context, stopping func() bool, release func()) {
+// the derived context. An activity that only waits on the engine uses it
+// to hand its wait back to another worker.
+func StopOnWorkerStop(ctx context.Context) (_ context.Context, stopping func() bool, release func()) {
 	if !activity.IsActivity(ctx) {
 		return ctx, func() bool { return false }, func() {}
 	}

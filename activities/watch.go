@@ -94,7 +94,7 @@ func (a *Activities) Watch(ctx context.Context, in WatchInput) (WatchOutput, err
 	// watch must not hold it up. It ends as a quiet renewal does, so the
 	// host workflow asks the next worker for a new one, and the poll under
 	// way (a read-only probe) is abandoned.
-	ctx, stopping, release := stopOnWorkerStop(ctx)
+	ctx, stopping, release := StopOnWorkerStop(ctx)
 	defer release()
 	w := newWatcher(in, platformFor(host))
 	if in.TimeZone != "" && w.crontab {

@@ -45,6 +45,11 @@ var deliverSlots = make(chan struct{}, policies.DeliverInFlight)
 // never run twice.
 func (d *Dispatcher) Deliver(ctx context.Context, in DeliverInput) ([]HostReply, error) {
 	defer activities.KeepAlive(ctx)()
+	// A stopping worker hands the wait back: the host workflows that would
+	// answer may run on this worker, and a retry's updates are answered
+	// from what the hosts kept.
+	ctx, _, release := activities.StopOnWorkerStop(ctx)
+	defer release()
 	out := make([]HostReply, len(in.Items))
 	rep := newReporter(d.Client, activity.GetInfo(ctx).WorkflowExecution)
 	defer rep.run(ctx)()

@@ -8,7 +8,6 @@ import (
 
 	"go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
-	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
@@ -87,18 +86,8 @@ const errChunkNotFound = "ChunkNotFound"
 // hands the wait back, to be retried on another.
 func (d *Dispatcher) AwaitChunk(ctx context.Context, in AwaitChunkInput) (ChunkCounts, error) {
 	defer activities.KeepAlive(ctx)()
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	if activity.IsActivity(ctx) {
-		stop := activity.GetWorkerStopChannel(ctx)
-		go func() {
-			select {
-			case <-stop:
-				cancel()
-			case <-ctx.Done():
-			}
-		}()
-	}
+	ctx, _, release := activities.StopOnWorkerStop(ctx)
+	defer release()
 	var res OperateResult
 	err := d.Client.GetWorkflow(ctx, in.ID, "").Get(ctx, &res)
 	if err == nil {

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	commonpb "go.temporal.io/api/common/v1"
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/converter"
 
@@ -526,12 +527,18 @@ func (e *env) signalOrder(t *testing.T, host string) []string {
 		if err != nil {
 			t.Fatal(err)
 		}
-		a := ev.GetWorkflowExecutionSignaledEventAttributes()
-		if a == nil || a.SignalName != workflows.OpSignal {
+		// A task hands its items over by update; tasks begun before
+		// updates, by signal.
+		var input *commonpb.Payloads
+		if a := ev.GetWorkflowExecutionSignaledEventAttributes(); a != nil && a.SignalName == workflows.OpSignal {
+			input = a.Input
+		} else if u := ev.GetWorkflowExecutionUpdateAcceptedEventAttributes(); u != nil && u.GetAcceptedRequest().GetInput().GetName() == workflows.OpUpdate {
+			input = u.GetAcceptedRequest().GetInput().GetArgs()
+		} else {
 			continue
 		}
 		var req workflows.HostRequest
-		if err := converter.GetDefaultDataConverter().FromPayloads(a.Input, &req); err != nil {
+		if err := converter.GetDefaultDataConverter().FromPayloads(input, &req); err != nil {
 			t.Fatal(err)
 		}
 		ids = append(ids, req.RequestID)
