@@ -326,11 +326,17 @@ func (a *Activities) fetchWatch(ctx context.Context, m ShardMember, sem chan str
 	got, found, err := a.Hosts.WatchInput(qctx, m.Host)
 	cancel()
 	<-sem
-	if err != nil {
+	switch {
+	case err != nil:
 		return nil
-	}
-	if !found || got.Input == nil || got.Gen < m.Gen {
-		// Not armed (yet): its arm starts the shard watch again.
+	case found && got.Gen < m.Gen:
+		// The host's arm of m.Gen is not in its state yet: the workflow
+		// task that armed is under way, or was lost with a server restart
+		// and runs again, arming the same generation, which starts no new
+		// watch. Asked again.
+		return nil
+	case !found || got.Input == nil:
+		// Gone, or decided on: a next arm starts the shard watch again.
 		return &hostWatch{gen: m.Gen, reported: true}
 	}
 	hw := &hostWatch{gen: got.Gen, in: *got.Input}

@@ -20,6 +20,8 @@ type fakeHosts struct {
 	watches  map[string]HostWatch
 	queries  map[string]int
 	reported map[string][]ShardEvents
+	// next is what a host answers after its first query.
+	next map[string]HostWatch
 }
 
 func (f *fakeHosts) WatchInput(_ context.Context, host string) (HostWatch, bool, error) {
@@ -27,6 +29,10 @@ func (f *fakeHosts) WatchInput(_ context.Context, host string) (HostWatch, bool,
 	defer f.mu.Unlock()
 	f.queries[host]++
 	w, ok := f.watches[host]
+	if next, ok := f.next[host]; ok {
+		f.watches[host] = next
+		delete(f.next, host)
+	}
 	return w, ok, nil
 }
 
@@ -174,5 +180,32 @@ func TestShardWatchRestartPollsOnlyWhenDue(t *testing.T) {
 	}
 	if n := runner.count("10.0.0.1"); n != 1 {
 		t.Fatalf("four starts of the shard within its one-minute interval polled the host %d times, want once", n)
+	}
+}
+
+// TestShardWatchWaitsForAnArmItsHostHasNotRecorded: a shard knows a host's
+// generation before the host's own state shows it (the workflow task that
+// armed is under way, or was lost with a server restart and runs again,
+// arming the same generation, which starts no new watch). The watch asks
+// the host again, and polls it once the host shows that generation.
+func TestShardWatchWaitsForAnArmItsHostHasNotRecorded(t *testing.T) {
+	dir := t.TempDir()
+	deadPid := filepath.Join(dir, "gone.pid")
+	must(t, os.WriteFile(deadPid, []byte("999999\n"), 0o644))
+	gone := WatchEntry{Process: proc.ProcessID{Namespace: "t", Name: "gone"},
+		Spec: policies.WithDefaults(proc.Spec{ProcName: "gone", SetupPath: dir, PidPath: deadPid, AutoType: proc.AutoResident})}
+	inv, err := inventory.New("", inventory.Host{User: "root"}, nil, []inventory.Host{{IP: "10.0.0.1"}})
+	must(t, err)
+	armed := HostWatch{Gen: 1, Input: &WatchInput{Target: proc.Target{IP: "10.0.0.1"}, Entries: []WatchEntry{gone}, Interval: 200 * time.Millisecond}}
+	hosts := &fakeHosts{queries: map[string]int{}, reported: map[string][]ShardEvents{},
+		watches: map[string]HostWatch{"host:0:10.0.0.1": {}},
+		next:    map[string]HostWatch{"host:0:10.0.0.1": armed}}
+	a := &Activities{Inventory: inv, Runner: &countingRunner{execs: map[string]int{}}, Hosts: hosts}
+	in := ShardWatchInput{Shard: "s", Epoch: 1, Renew: 8 * time.Second, Members: []ShardMember{{Host: "host:0:10.0.0.1", Gen: 1}}}
+	if err := a.ShardWatch(context.Background(), in); err != nil {
+		t.Fatal(err)
+	}
+	if r := hosts.reported["host:0:10.0.0.1"]; hosts.queries["host:0:10.0.0.1"] != 2 || len(r) != 1 || r[0].Gen != 1 {
+		t.Fatalf("queries %v, reports %+v: the dead process was not reported once its host showed the arm", hosts.queries, r)
 	}
 }

@@ -302,6 +302,16 @@ func TestChaosServerRestarts(t *testing.T) {
 		killed++
 	}
 	chaosCount(t, "faults", killed)
+	t.Cleanup(func() {
+		if t.Failed() {
+			for _, id := range ids {
+				e.dumpStuckHosts(t, []proc.Item{id.item()})
+			}
+			for n := range e.cfg.WatchShards {
+				e.dumpWorkflow(t, workflows.ShardID(e.cfg.WatchQueue(), n))
+			}
+		}
+	})
 	time.Sleep(500 * time.Millisecond)
 	restart()
 	for i, id := range ids {

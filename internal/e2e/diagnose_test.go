@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	commonpb "go.temporal.io/api/common/v1"
 	enumspb "go.temporal.io/api/enums/v1"
 
 	"github.com/drover-sh/drover/proc"
@@ -23,9 +24,31 @@ func (e *env) dumpStuckHosts(t *testing.T, items []proc.Item) {
 	shown := 0
 	for _, it := range items {
 		id := workflows.HostWorkflowID(it.Target.HostID())
+		lines, open := e.historyLines(ctx, id)
+		if open > 0 || len(lines) < 3 || len(items) == 1 {
+			t.Logf("%s: %d open updates:\n%s", id, open, strings.Join(lines[max(0, len(lines)-40):], "\n"))
+			shown++
+			if shown > 4 {
+				return
+			}
+		}
+	}
+}
+
+// dumpWorkflow prints, for a failed test, the tail of a workflow's history.
+func (e *env) dumpWorkflow(t *testing.T, id string) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	lines, _ := e.historyLines(ctx, id)
+	t.Logf("%s:\n%s", id, strings.Join(lines[max(0, len(lines)-60):], "\n"))
+}
+
+// historyLines is a workflow's history a line an event, with its updates,
+// signals, local ops and activities' inputs and results, and the updates
+// it accepted and has not completed.
+func (e *env) historyLines(ctx context.Context, id string) (lines []string, open int) {
+	{
 		iter := e.client.GetWorkflowHistory(ctx, id, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
-		var lines []string
-		open := 0
 		for iter.HasNext() {
 			ev, err := iter.Next()
 			if err != nil {
@@ -36,18 +59,22 @@ func (e *env) dumpStuckHosts(t *testing.T, items []proc.Item) {
 				line += fmt.Sprintf(" %s %v", m.GetMarkerName(), m.GetFailure().GetMessage())
 				for k, p := range m.GetDetails() {
 					if k == "data" || k == "result" {
-						d := string(p.GetPayloads()[0].GetData())
+						d := payloadText(p)
 						line += " " + k + "=" + d[:min(len(d), 300)]
 					}
 				}
 			}
 			if a := ev.GetActivityTaskScheduledEventAttributes(); a != nil {
-				d := string(a.GetInput().GetPayloads()[0].GetData())
+				d := payloadText(a.GetInput())
 				line += " " + a.GetActivityType().GetName() + " " + d[:min(len(d), 300)]
 			}
 			if a := ev.GetActivityTaskCompletedEventAttributes(); a != nil {
-				d := string(a.GetResult().GetPayloads()[0].GetData())
+				d := payloadText(a.GetResult())
 				line += " " + d[:min(len(d), 300)]
+			}
+			if a := ev.GetWorkflowExecutionSignaledEventAttributes(); a != nil {
+				d := payloadText(a.GetInput())
+				line += " " + a.GetSignalName() + " " + d[:min(len(d), 300)]
 			}
 			lines = append(lines, line)
 			switch ev.GetEventType() {
@@ -57,14 +84,8 @@ func (e *env) dumpStuckHosts(t *testing.T, items []proc.Item) {
 				open--
 			}
 		}
-		if open > 0 || len(lines) < 3 || len(items) == 1 {
-			t.Logf("%s: %d open updates:\n%s", id, open, strings.Join(lines[max(0, len(lines)-40):], "\n"))
-			shown++
-			if shown > 4 {
-				return
-			}
-		}
 	}
+	return lines, open
 }
 
 // dumpLeftovers prints, for a failed cancel test, the host workflows of the
@@ -88,4 +109,12 @@ func (e *env) dumpLeftovers(t *testing.T) {
 			return
 		}
 	}
+}
+
+// payloadText is the first payload's data, or nothing.
+func payloadText(p *commonpb.Payloads) string {
+	if len(p.GetPayloads()) == 0 {
+		return ""
+	}
+	return string(p.GetPayloads()[0].GetData())
 }

@@ -140,6 +140,9 @@ func newEnvWith(t *testing.T, opts testbed.Options, temporalAddress string) *env
 func (e *env) startWorker() {
 	e.t.Helper()
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
+	if os.Getenv("DROVER_E2E_WORKER_LOG") != "" {
+		logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
 	w, err := cli.StartWorker(e.cfg, logger)
 	if err != nil {
 		e.t.Fatalf("start worker: %v", err)
