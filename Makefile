@@ -3,7 +3,9 @@ SHELL := /bin/bash
 GO ?= go
 TEMPORAL_CLI_VERSION := v1.5.1
 BIN := $(CURDIR)/bin
-GOFLAGS_TEST ?=
+# Most end-to-end tests wait on hosts and the engine, not the CPU: those that
+# only wait run side by side.
+GOFLAGS_TEST ?= -parallel 8
 TEST_TIMEOUT ?= 20m
 # What the binaries say they are (starter version, worker --version, the
 # worker's Temporal identity).

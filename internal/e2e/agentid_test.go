@@ -14,6 +14,7 @@ import (
 // answers its own key with the host-not-in-inventory code while the others
 // succeed.
 func TestAgentIDOperateProcMulti(t *testing.T) {
+	t.Parallel() // it mostly waits
 	b := newContractBed(t)
 	g := b.gse
 	p := dialectProc{ns: "nodeman", name: "bkmonitorbeat", dir: "agentid-beat"}

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -97,16 +98,22 @@ func (id ident) alive(t *testing.T) bool {
 	return p != 0 && hostAlive(id.host, p)
 }
 
+// fleetNets numbers the fleets of a test run.
+var fleetNets atomic.Int32
+
 // fleet spreads n identities over the bed's sshd hosts (round robin, through
 // the inventory's address), installs the app for each with a start that
 // sleeps startSleep, and writes the inventory. The worker is not started.
 func (e *env) fleet(t *testing.T, n int, startSleep string) []ident {
 	t.Helper()
+	// A network of the test's own: tests run side by side on one server,
+	// and identities name host workflows.
+	net := 100 + int(fleetNets.Add(1))%150
 	ids := make([]ident, n)
 	var inv []map[string]any
 	for i := range ids {
 		h := e.bed.Hosts[i%len(e.bed.Hosts)]
-		ids[i] = ident{ip: fmt.Sprintf("10.8.%d.%d", i/250, i%250+1), host: h, dir: fmt.Sprintf("app%d", i)}
+		ids[i] = ident{ip: fmt.Sprintf("10.%d.%d.%d", net, i/250, i%250+1), host: h, dir: fmt.Sprintf("app%d", i)}
 		installApp(t, h, ids[i].dir)
 		if _, err := h.Exec(fmt.Sprintf(`sed -i 's/^sleep 0.2$/sleep %s/' /data/%s/start.sh`, startSleep, ids[i].dir)); err != nil {
 			t.Fatal(err)
@@ -233,6 +240,7 @@ func checkStartedOnce(t *testing.T, ids []ident, res map[string]proc.HostResult,
 // start_cmd ran exactly once per identity. Reduced: 12 identities sharing 3
 // sshd hosts; full: 100 identities on 100 sshd hosts.
 func TestChaosWorkerKilledMidFanOut(t *testing.T) {
+	t.Parallel() // it mostly waits
 	n, sshd := chaosScale(12, 100), chaosScale(3, 100)
 	e := newEnv(t, sshd)
 	ids := e.fleet(t, n, "3")
@@ -256,6 +264,7 @@ func TestChaosWorkerKilledMidFanOut(t *testing.T) {
 // bringing back processes killed with -9: the op completes, every process
 // is back, and start_cmd ran once per start and once per restart.
 func TestChaosServerRestarts(t *testing.T) {
+	t.Parallel() // it mostly waits
 	n, sshd := chaosScale(4, 20), chaosScale(2, 10)
 	own := testbed.NewTemporal(t, testbed.TemporalOptions{DBFile: filepath.Join(t.TempDir(), "temporal.db")})
 	e := newEnv(t, sshd)
@@ -379,6 +388,7 @@ func TestChaosSSHDKilledMidOp(t *testing.T) {
 // one with its own code while the others finish without waiting for it;
 // after SIGCONT, supervision repairs a process that died meanwhile.
 func TestChaosHungSSHD(t *testing.T) {
+	t.Parallel() // it mostly waits
 	n := chaosScale(3, 10)
 	e := newEnv(t, n)
 	ids := e.fleet(t, n, "0.2")

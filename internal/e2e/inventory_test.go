@@ -168,6 +168,7 @@ func TestInventoryEditedUnderRunningWorker(t *testing.T) {
 // pause of policies.WatchFailureBackoff), restarting the process it finds
 // dead.
 func TestInventoryRemovedHostSupervision(t *testing.T) {
+	t.Parallel() // it mostly waits
 	e := newEnv(t, 1)
 	h := e.bed.Hosts[0]
 	installApp(t, h, "sup")

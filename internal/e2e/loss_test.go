@@ -20,6 +20,7 @@ import (
 // killed afterwards is started again. `starter host forget` then starts
 // the host over, only once confirmed.
 func TestLossTerminatedHostIsRestored(t *testing.T) {
+	t.Parallel() // it mostly waits
 	e := newEnv(t, 1)
 	h := e.bed.Hosts[0]
 	installApp(t, h, "app")

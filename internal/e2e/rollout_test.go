@@ -169,6 +169,7 @@ func TestRolloutStopsPastMaxFail(t *testing.T) {
 // dev server; approved, it completes, and start_cmd ran exactly once on
 // every host.
 func TestRolloutSurvivesWorkerAndServer(t *testing.T) {
+	t.Parallel() // it mostly waits
 	own := testbed.NewTemporal(t, testbed.TemporalOptions{DBFile: filepath.Join(t.TempDir(), "temporal.db"),
 		SearchAttributes: workflows.SearchAttributeTypes})
 	e := newEnv(t, 20)
@@ -334,6 +335,7 @@ func TestRolloutControlsOverCLIAndHTTP(t *testing.T) {
 // within min_healthy fails its host with 9110, which spends the budget:
 // the rollout stops, and the host after it never runs.
 func TestRolloutHealthGate(t *testing.T) {
+	t.Parallel() // it mostly waits
 	e := newEnv(t, 3)
 	e.startWorker()
 	// Host 1's process lives 3 s: past its 1 s start check, within the

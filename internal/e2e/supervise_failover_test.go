@@ -24,6 +24,7 @@ import (
 // watches the lost worker held are taken up by another after their
 // heartbeat timeout), and each was started once.
 func TestSupervisionSurvivesAWorkerKilled(t *testing.T) {
+	t.Parallel() // it mostly waits
 	e := newEnv(t, 3)
 	workers := []*exec.Cmd{e.superviseWorker(t), e.superviseWorker(t), e.superviseWorker(t)}
 	var clocks []pollClock

@@ -252,6 +252,7 @@ func TestSuperviseRestartsAKilledProcess(t *testing.T) {
 }
 
 func TestSuperviseGivesUpAfterRetries(t *testing.T) {
+	t.Parallel() // it mostly waits
 	e := newEnv(t, 1)
 	h := e.bed.Hosts[0]
 	installApp(t, h, "app")
@@ -378,6 +379,7 @@ func TestSupervisionNeverUndoesAStop(t *testing.T) {
 }
 
 func TestPeriodicAndOneShot(t *testing.T) {
+	t.Parallel() // it mostly waits
 	e := newEnv(t, 1)
 	h := e.bed.Hosts[0]
 	if _, err := h.Exec("mkdir -p /data/job"); err != nil {

@@ -39,6 +39,7 @@ func (e *env) periodicRuns(t *testing.T, id proc.HostID) []time.Time {
 // doubled. The running workflow keeps the old command sequence; its next
 // run (after a renewal) takes the change.
 func TestUpgradeKeepsSupervision(t *testing.T) {
+	t.Parallel() // it mostly waits
 	e := newEnv(t, 1)
 	h := e.bed.Hosts[0]
 	id := proc.HostID{IP: h.IP}
