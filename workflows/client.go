@@ -306,7 +306,7 @@ func (e *Engine) Registered(ctx context.Context, namespace, name string) ([]proc
 		}
 	}
 	var ask []proc.HostID
-	err := scanRegistries(ctx, e.Client, e.DataConverter, runningHosts(), listPageSize, func(host proc.HostID, entries []Entry, ok bool) {
+	err := scanRegistries(ctx, e.Client, e.DataConverter, runningHosts(e.TaskQueue), listPageSize, func(host proc.HostID, entries []Entry, ok bool) {
 		if ok && len(entries) < MaxDigestProcs {
 			add(host, entries)
 			return

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -29,19 +30,19 @@ const listPageSize = 1000
 // fallbackParallel bounds the registry queries for hosts without a memo.
 const fallbackParallel = 32
 
-// ListDigests reads the registry digest of every running host workflow that
-// keep accepts, with one paged listing: each listed workflow carries its
+// ListDigests reads the registry digest of every running host workflow on
+// queue that keep accepts, with one paged listing: each listed workflow carries its
 // memo. Host workflows whose memo lacks the digest (a run begun before the
 // memo existed, or a host with more processes than the memo holds) are
 // read with registry and events queries instead, and only they. dc decodes
 // the memos; nil means the default converter.
-func ListDigests(ctx context.Context, c client.Client, dc converter.DataConverter, keep func(proc.HostID) bool) ([]HostDigest, error) {
+func ListDigests(ctx context.Context, c client.Client, dc converter.DataConverter, queue string, keep func(proc.HostID) bool) ([]HostDigest, error) {
 	if dc == nil {
 		dc = converter.GetDefaultDataConverter()
 	}
 	var out []HostDigest
 	var ask []proc.HostID
-	err := eachHost(ctx, c, runningHosts(), listPageSize, func(host proc.HostID, ex *workflowpb.WorkflowExecutionInfo) error {
+	err := eachHost(ctx, c, runningHosts(queue), listPageSize, func(host proc.HostID, ex *workflowpb.WorkflowExecutionInfo) error {
 		if keep != nil && !keep(host) {
 			return nil
 		}
@@ -110,14 +111,14 @@ func digestAll(entries []Entry, events []Event) []ProcDigest {
 	return procs
 }
 
-// RenewHosts asks running host workflows for a new run: those whose memo
+// RenewHosts asks running host workflows on queue for a new run: those whose memo
 // lacks the registry digest or the specs (a run begun before they existed;
 // until then ListDigests and status read such a host with queries), or
 // with all, every one (a new run takes every change its worker has, which
 // retiring a change's old branch needs). It returns how many it asked.
-func RenewHosts(ctx context.Context, c client.Client, all bool) (int, error) {
+func RenewHosts(ctx context.Context, c client.Client, queue string, all bool) (int, error) {
 	asked := 0
-	err := eachHost(ctx, c, runningHosts(), listPageSize, func(_ proc.HostID, ex *workflowpb.WorkflowExecutionInfo) error {
+	err := eachHost(ctx, c, runningHosts(queue), listPageSize, func(_ proc.HostID, ex *workflowpb.WorkflowExecutionInfo) error {
 		memo := ex.GetMemo().GetFields()
 		if !all && memo[RegistryMemo] != nil && memo[SpecsMemo] != nil {
 			return nil
@@ -132,9 +133,15 @@ func RenewHosts(ctx context.Context, c client.Client, all bool) (int, error) {
 	return asked, err
 }
 
-// runningHosts is the listing query of every running host workflow.
-func runningHosts() string {
-	return fmt.Sprintf("WorkflowType = '%s' AND ExecutionStatus = 'Running'", HostWorkflowName)
+// runningHosts is the listing query of every running host workflow on a
+// task queue: a deployment's hosts are those its workers run, and another
+// deployment in the namespace lists its own. An empty queue lists all.
+func runningHosts(queue string) string {
+	q := fmt.Sprintf("WorkflowType = '%s' AND ExecutionStatus = 'Running'", HostWorkflowName)
+	if queue != "" {
+		q += fmt.Sprintf(" AND TaskQueue = '%s'", strings.ReplaceAll(queue, "'", "''"))
+	}
+	return q
 }
 
 // eachHost pages through the host workflows query q finds, pageSize a

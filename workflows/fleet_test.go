@@ -87,7 +87,7 @@ func TestListDigestsAtFleetSize(t *testing.T) {
 		f.execs = append(f.execs, info)
 	}
 	began := time.Now()
-	got, err := ListDigests(context.Background(), f, nil, nil)
+	got, err := ListDigests(context.Background(), f, nil, "", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -106,16 +106,30 @@ func TestListDigestsAtFleetSize(t *testing.T) {
 	}
 	// The runs without a digest or specs, and only they, are asked for a
 	// new run.
-	if n, err := RenewHosts(context.Background(), f, false); err != nil || n != withoutMemo+withoutSpecs || f.signals.Load() != withoutMemo+withoutSpecs {
+	if n, err := RenewHosts(context.Background(), f, "", false); err != nil || n != withoutMemo+withoutSpecs || f.signals.Load() != withoutMemo+withoutSpecs {
 		t.Fatalf("renewed %d, signalled %d: %v", n, f.signals.Load(), err)
 	}
 	// Asked to, every one.
-	if n, err := RenewHosts(context.Background(), f, true); err != nil || n != hosts {
+	if n, err := RenewHosts(context.Background(), f, "", true); err != nil || n != hosts {
 		t.Fatalf("renewed %d of all %d: %v", n, hosts, err)
 	}
 	// A selection reads the same listing and keeps its hosts.
-	got, err = ListDigests(context.Background(), f, nil, func(h proc.HostID) bool { return h.CloudID == 1 })
+	got, err = ListDigests(context.Background(), f, nil, "", func(h proc.HostID) bool { return h.CloudID == 1 })
 	if err != nil || len(got) != hosts/3 {
 		t.Fatalf("cloud 1: %d digests, %v", len(got), err)
+	}
+}
+
+// TestRunningHostsOfAQueue: a deployment lists the host workflows its own
+// task queue runs; a quote in a queue's name cannot end the query's string.
+func TestRunningHostsOfAQueue(t *testing.T) {
+	for _, tc := range []struct{ queue, want string }{
+		{"", "WorkflowType = 'Host' AND ExecutionStatus = 'Running'"},
+		{"drover", "WorkflowType = 'Host' AND ExecutionStatus = 'Running' AND TaskQueue = 'drover'"},
+		{"a'b", "WorkflowType = 'Host' AND ExecutionStatus = 'Running' AND TaskQueue = 'a''b'"},
+	} {
+		if got := runningHosts(tc.queue); got != tc.want {
+			t.Errorf("runningHosts(%q) = %q, want %q", tc.queue, got, tc.want)
+		}
 	}
 }

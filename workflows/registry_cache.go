@@ -120,7 +120,7 @@ func listRegistries(ctx context.Context, c client.Client, dc converter.DataConve
 		for _, h := range hosts[start:min(start+registryListBatch, len(hosts))] {
 			ids = append(ids, "'"+HostWorkflowID(h)+"'")
 		}
-		q := fmt.Sprintf("%s AND WorkflowId IN (%s)", runningHosts(), strings.Join(ids, ","))
+		q := fmt.Sprintf("%s AND WorkflowId IN (%s)", runningHosts(""), strings.Join(ids, ","))
 		err := scanRegistries(ctx, c, dc, q, len(ids), func(h proc.HostID, entries []Entry, ok bool) {
 			if ok {
 				out[h] = entries

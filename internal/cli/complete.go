@@ -117,7 +117,7 @@ func registered(cmd *cobra.Command, pick func(workflows.ProcDigest) string) []st
 	defer c.Close()
 	ctx, cancel := context.WithTimeout(cmd.Context(), completionTimeout)
 	defer cancel()
-	digests, err := workflows.ListDigests(ctx, c, opts.DataConverter, keep)
+	digests, err := workflows.ListDigests(ctx, c, opts.DataConverter, cfg.TaskQueue, keep)
 	if err != nil {
 		return nil
 	}

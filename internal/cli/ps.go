@@ -115,7 +115,7 @@ func runPs(cmd *cobra.Command, f psFlags) error {
 	defer c.Close()
 	// The memos are payloads: with payload encryption on, the converter
 	// that holds the key decodes them.
-	digests, err := workflows.ListDigests(ctx, c, opts.DataConverter, func(h proc.HostID) bool { return selected[h] })
+	digests, err := workflows.ListDigests(ctx, c, opts.DataConverter, cfg.TaskQueue, func(h proc.HostID) bool { return selected[h] })
 	if err != nil {
 		return &ExitError{Code: ExitUnavailable, Err: err}
 	}

@@ -34,7 +34,7 @@ func Setup(ctx context.Context, cfg config.Config, renewAll bool, out io.Writer)
 	if err := addSearchAttributes(ctx, c, cfg, out); err != nil {
 		return err
 	}
-	n, err := workflows.RenewHosts(ctx, c, renewAll)
+	n, err := workflows.RenewHosts(ctx, c, cfg.TaskQueue, renewAll)
 	if err != nil {
 		return err
 	}
