@@ -22,7 +22,6 @@ import (
 // "cancelled while running", naming the process as running), their pid is
 // the one before and start_cmd never ran again. No process is left stopped.
 func TestCancelRestartMidWay(t *testing.T) {
-	t.Parallel() // it mostly waits
 	n, open := 100, 10
 	if os.Getenv("DROVER_CANCEL_SMALL") != "" {
 		n, open = 8, 2 // a quick look while changing the code
