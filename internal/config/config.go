@@ -202,6 +202,18 @@ var defaults = map[string]any{
 	"activity_task_pollers": 16,
 }
 
+// Defaults is the configuration with nothing set: what a worker or starter
+// runs with when given no file, environment or flag. Programs that build a
+// Config in code (the bench) start from it, so they run drover as shipped.
+func Defaults() Config {
+	k := koanf.New(".")
+	var c Config
+	if k.Load(confmap.Provider(defaults, "."), nil) != nil || k.UnmarshalWithConf("", &c, koanf.UnmarshalConf{Tag: "koanf"}) != nil {
+		panic("config: the defaults do not load")
+	}
+	return c
+}
+
 // DefaultFile is read when --config is not given and it exists.
 const DefaultFile = "./drover.yaml"
 

@@ -10,6 +10,7 @@ import (
 	"math/big"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -234,5 +235,18 @@ func TestContentStoreSettings(t *testing.T) {
 	t.Setenv("DROVER_CONTENT_STORE", "s3://AKIA:secret@drover")
 	if _, err := Load(nil); err == nil || !strings.Contains(err.Error(), "must not hold credentials") || strings.Contains(err.Error(), "secret@") {
 		t.Fatalf("credentials in the URL: %v", err)
+	}
+}
+
+// TestDefaultsAreWhatLoadGives: a Config built from Defaults runs as a
+// worker given nothing runs, shard watches and all.
+func TestDefaultsAreWhatLoadGives(t *testing.T) {
+	t.Chdir(t.TempDir())
+	loaded, err := Load(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := Defaults(); !reflect.DeepEqual(d, loaded) || d.WatchShards != 4 {
+		t.Fatalf("Defaults() = %+v\nLoad(nil) = %+v", d, loaded)
 	}
 }

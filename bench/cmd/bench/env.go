@@ -80,12 +80,12 @@ func newEnv(ctx context.Context, s settings, bed *testbed.Bed, srv *testbed.Temp
 	if err := os.MkdirAll(e.dir, 0o755); err != nil {
 		return nil, err
 	}
-	e.cfg = config.Config{
-		TemporalAddress: srv.Address, TemporalNamespace: "default", TaskQueue: "bench",
-		Inventory: bed.InventoryPath, LogFormat: "text", LogLevel: "error",
-		SuperviseInterval: supInterval, LimitPolls: 3, MaxConcurrentActivities: 1000, MaxSessionsPerHost: 8,
-		WorkflowTaskPollers: s.wfPollers, ActivityTaskPollers: s.actPollers,
-	}
+	// Drover as shipped (shard watches among the rest), on the bench's
+	// server, hosts and interval.
+	e.cfg = config.Defaults()
+	e.cfg.TemporalAddress, e.cfg.TaskQueue, e.cfg.Inventory = srv.Address, "bench", bed.InventoryPath
+	e.cfg.LogLevel, e.cfg.SuperviseInterval = "error", supInterval
+	e.cfg.WorkflowTaskPollers, e.cfg.ActivityTaskPollers = s.wfPollers, s.actPollers
 	c, err := client.Dial(client.Options{HostPort: srv.Address, Logger: quietLog{}})
 	if err != nil {
 		return nil, err
