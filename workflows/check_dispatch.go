@@ -14,12 +14,11 @@ import (
 
 // batchActivity is the activity each batch of a read task runs: the host
 // check's, or status's probes.
-func (op *operation) batchActivity() any {
-	var d *Dispatcher
+func (op *operation) batchActivity() string {
 	if op.in.Op == proc.OpCheck {
-		return d.Check
+		return CheckActivity
 	}
-	return d.Status
+	return StatusActivity
 }
 
 // Check checks a batch of hosts (OpCheck) as Status probes them: directly,

@@ -339,9 +339,8 @@ func (h *host) runOp(ctx workflow.Context, req HostRequest, e Entry) activities.
 		// A task's op can be cancelled; supervision's own cannot.
 		return h.runTaskOp(ctx, req, e, in)
 	}
-	var a *activities.Activities
 	var out activities.HostOpOutput
-	if err := workflow.ExecuteActivity(opOptions(ctx, in, policies.OpAttempts), a.HostOp, in).Get(ctx, &out); err != nil {
+	if err := workflow.ExecuteActivity(opOptions(ctx, in, policies.OpAttempts), HostOpActivity, in).Get(ctx, &out); err != nil {
 		out = activities.HostOpOutput{Result: activityFailure(err)}
 	}
 	return out

@@ -154,10 +154,9 @@ func (op *operation) runItems(ctx workflow.Context) {
 		HeartbeatTimeout:    policies.HeartbeatTimeout,
 		RetryPolicy:         &temporal.RetryPolicy{InitialInterval: time.Second, MaximumAttempts: 5},
 	})
-	var d *Dispatcher
 	var sent DispatchOutput
 	issued := workflow.Now(ctx)
-	if err := workflow.ExecuteActivity(dctx, d.Dispatch, DispatchInput{
+	if err := workflow.ExecuteActivity(dctx, DispatchActivity, DispatchInput{
 		ReplyTo: self, TaskID: op.in.TaskID, Op: op.in.Op, Manage: op.in.Manage,
 		Items: op.in.Items, Offset: op.in.Offset, Files: op.in.Files, Issued: issued, TaskSize: op.in.Total,
 	}).Get(ctx, &sent); err != nil {

@@ -66,8 +66,7 @@ func (op *operation) cancelOnHosts(ctx workflow.Context, cancels []HostCancel) e
 		HeartbeatTimeout:    policies.HeartbeatTimeout,
 		RetryPolicy:         &temporal.RetryPolicy{InitialInterval: time.Second, MaximumAttempts: 5},
 	})
-	var d *Dispatcher
-	return workflow.ExecuteActivity(actx, d.CancelHosts, CancelHostsInput{Cancels: cancels}).Get(ctx, nil)
+	return workflow.ExecuteActivity(actx, CancelHostsActivity, CancelHostsInput{Cancels: cancels}).Get(ctx, nil)
 }
 
 // cancel cancels the task on every host it has items on; the hosts then

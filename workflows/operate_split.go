@@ -127,7 +127,6 @@ func (op *operation) runSplit(ctx workflow.Context) {
 		HeartbeatTimeout:    policies.HeartbeatTimeout,
 		RetryPolicy:         &temporal.RetryPolicy{InitialInterval: time.Second, MaximumInterval: time.Minute, NonRetryableErrorTypes: []string{errChunkNotFound}},
 	})
-	var d *Dispatcher
 	cancels := workflow.GetSignalChannel(ctx, CancelSignal)
 	sel := workflow.NewSelector(ctx)
 	sel.AddReceive(cancels, func(c workflow.ReceiveChannel, _ bool) {
@@ -144,7 +143,7 @@ func (op *operation) runSplit(ctx workflow.Context) {
 		if pending >= policies.MaxInFlight {
 			wait()
 		}
-		fut := workflow.ExecuteActivity(actx, d.AwaitChunk, AwaitChunkInput{ID: op.chunks[k], Total: op.chunkCounts[k].Total})
+		fut := workflow.ExecuteActivity(actx, AwaitChunkActivity, AwaitChunkInput{ID: op.chunks[k], Total: op.chunkCounts[k].Total})
 		pending++
 		sel.AddFuture(fut, func(f workflow.Future) {
 			pending--

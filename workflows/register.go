@@ -41,6 +41,6 @@ func Register(w worker.Worker, acts *activities.Activities, d *Dispatcher) {
 // before shards. Register keeps the per-host one on the ops' worker too,
 // for host workflows begun before watches had their own queue.
 func RegisterWatch(w worker.Worker, acts *activities.Activities) {
-	w.RegisterActivityWithOptions(acts.Watch, activity.RegisterOptions{Name: "Watch"})
-	w.RegisterActivityWithOptions(acts.ShardWatch, activity.RegisterOptions{Name: "ShardWatch"})
+	w.RegisterActivityWithOptions(acts.Watch, activity.RegisterOptions{Name: WatchActivity})
+	w.RegisterActivityWithOptions(acts.ShardWatch, activity.RegisterOptions{Name: ShardWatchActivity})
 }

@@ -177,8 +177,7 @@ func (s *shard) restart(ctx workflow.Context, now time.Time) {
 		ScheduleToStartTimeout: policies.WatchScheduleToStart,
 		RetryPolicy:            &temporal.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: 10 * time.Second},
 	})
-	var a *activities.Activities
-	s.running = workflow.ExecuteActivity(actx, a.ShardWatch, activities.ShardWatchInput{Shard: s.ID, Epoch: s.Epoch, Members: s.Members})
+	s.running = workflow.ExecuteActivity(actx, ShardWatchActivity, activities.ShardWatchInput{Shard: s.ID, Epoch: s.Epoch, Members: s.Members})
 	s.stop, s.startedAt = cancel, now
 	s.spent += 8
 }

@@ -119,8 +119,7 @@ func (h *host) startWatch(ctx workflow.Context, watched []int) workflow.Future {
 		opts.HeartbeatTimeout = policies.WatchHeartbeatTimeout
 	}
 	actx := workflow.WithActivityOptions(ctx, opts)
-	var a *activities.Activities
-	return workflow.ExecuteActivity(actx, a.Watch, in)
+	return workflow.ExecuteActivity(actx, WatchActivity, in)
 }
 
 func (h *host) target() proc.Target { return proc.Target{CloudID: h.Host.CloudID, IP: h.Host.IP} }

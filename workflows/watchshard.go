@@ -209,13 +209,12 @@ func (h *host) armShard(ctx workflow.Context, shard string, gen int) workflow.Fu
 	queue := h.watchQueue(ctx)
 	in := ArmInput{Shard: shard, WatchQueue: queue, Arm: ShardArm{Host: HostWorkflowID(h.Host), Gen: gen}}
 	retry := &temporal.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 2, MaximumAttempts: 5}
-	var d *Dispatcher
 	if h.has(ctx, VersionArmLocal) {
 		lctx := workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{StartToCloseTimeout: 30 * time.Second, RetryPolicy: retry})
-		return workflow.ExecuteLocalActivity(lctx, d.ArmWatch, in)
+		return workflow.ExecuteLocalActivity(lctx, ArmWatchActivity, in)
 	}
 	actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{StartToCloseTimeout: 30 * time.Second, RetryPolicy: retry})
-	return workflow.ExecuteActivity(actx, d.ArmWatch, in)
+	return workflow.ExecuteActivity(actx, ArmWatchActivity, in)
 }
 
 // watchQuery answers the shard watch: the armed generation and its input.
