@@ -14,6 +14,8 @@ package workflows
 
 import (
 	"fmt"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/drover-sh/drover/policies"
@@ -25,6 +27,24 @@ const WatchQueueSuffix = "-watch"
 
 // HostWorkflowID names a host's workflow.
 func HostWorkflowID(h proc.HostID) string { return fmt.Sprintf("host:%d:%s", h.CloudID, h.IP) }
+
+// ParseHostWorkflowID is the host a host workflow's id names.
+func ParseHostWorkflowID(id string) (proc.HostID, bool) {
+	rest, ok := strings.CutPrefix(id, "host:")
+	if !ok {
+		return proc.HostID{}, false
+	}
+	cloud, ip, ok := strings.Cut(rest, ":")
+	n, err := strconv.Atoi(cloud)
+	if !ok || err != nil {
+		return proc.HostID{}, false
+	}
+	return proc.HostID{CloudID: n, IP: ip}, true
+}
+
+// RequestID names item index of task taskID: unique per item, so a request
+// sent again runs once.
+func RequestID(taskID string, index int) string { return fmt.Sprintf("%s#%d", taskID, index) }
 
 // OperateInput is one request: an op over items. It never carries secrets.
 type OperateInput struct {
@@ -232,7 +252,7 @@ type HostState struct {
 	Born int `json:"born,omitempty"`
 }
 
-// newHostState is the input of a host's first run.
-func newHostState(h proc.HostID, s Supervision) HostState {
+// NewHostState is the input of a host's first run.
+func NewHostState(h proc.HostID, s Supervision) HostState {
 	return HostState{Host: h, Supervision: s, Born: LedgerGen}
 }

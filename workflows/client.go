@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -306,7 +305,7 @@ func (e *Engine) Registered(ctx context.Context, namespace, name string) ([]proc
 		}
 	}
 	var ask []proc.HostID
-	err := scanRegistries(ctx, e.Client, e.DataConverter, runningHosts(e.TaskQueue), listPageSize, func(host proc.HostID, entries []Entry, ok bool) {
+	err := ScanRegistries(ctx, e.Client, e.DataConverter, RunningHosts(e.TaskQueue), listPageSize, func(host proc.HostID, entries []Entry, ok bool) {
 		if ok && len(entries) < MaxDigestProcs {
 			add(host, entries)
 			return
@@ -335,19 +334,6 @@ func (e *Engine) Registered(ctx context.Context, namespace, name string) ([]proc
 		return nil, fmt.Errorf("%w: read a registry: %v", gseapi.ErrUnavailable, err)
 	}
 	return out, nil
-}
-
-func parseHostWorkflowID(id string) (proc.HostID, bool) {
-	rest, ok := strings.CutPrefix(id, "host:")
-	if !ok {
-		return proc.HostID{}, false
-	}
-	cloud, ip, ok := strings.Cut(rest, ":")
-	n, err := strconv.Atoi(cloud)
-	if !ok || err != nil {
-		return proc.HostID{}, false
-	}
-	return proc.HostID{CloudID: n, IP: ip}, true
 }
 
 // QueryOpen runs a query on a running workflow and decodes its answer into

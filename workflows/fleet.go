@@ -42,7 +42,7 @@ func ListDigests(ctx context.Context, c client.Client, dc converter.DataConverte
 	}
 	var out []HostDigest
 	var ask []proc.HostID
-	err := eachHost(ctx, c, runningHosts(queue), listPageSize, func(host proc.HostID, ex *workflowpb.WorkflowExecutionInfo) error {
+	err := eachHost(ctx, c, RunningHosts(queue), listPageSize, func(host proc.HostID, ex *workflowpb.WorkflowExecutionInfo) error {
 		if keep != nil && !keep(host) {
 			return nil
 		}
@@ -118,7 +118,7 @@ func digestAll(entries []Entry, events []Event) []ProcDigest {
 // retiring a change's old branch needs). It returns how many it asked.
 func RenewHosts(ctx context.Context, c client.Client, queue string, all bool) (int, error) {
 	asked := 0
-	err := eachHost(ctx, c, runningHosts(queue), listPageSize, func(_ proc.HostID, ex *workflowpb.WorkflowExecutionInfo) error {
+	err := eachHost(ctx, c, RunningHosts(queue), listPageSize, func(_ proc.HostID, ex *workflowpb.WorkflowExecutionInfo) error {
 		memo := ex.GetMemo().GetFields()
 		if !all && memo[RegistryMemo] != nil && memo[SpecsMemo] != nil {
 			return nil
@@ -133,10 +133,10 @@ func RenewHosts(ctx context.Context, c client.Client, queue string, all bool) (i
 	return asked, err
 }
 
-// runningHosts is the listing query of every running host workflow on a
+// RunningHosts is the listing query of every running host workflow on a
 // task queue: a deployment's hosts are those its workers run, and another
 // deployment in the namespace lists its own. An empty queue lists all.
-func runningHosts(queue string) string {
+func RunningHosts(queue string) string {
 	q := fmt.Sprintf("WorkflowType = '%s' AND ExecutionStatus = 'Running'", HostWorkflowName)
 	if queue != "" {
 		q += fmt.Sprintf(" AND TaskQueue = '%s'", strings.ReplaceAll(queue, "'", "''"))
@@ -154,7 +154,7 @@ func eachHost(ctx context.Context, c client.Client, q string, pageSize int, each
 			return fmt.Errorf("list host workflows: %w", err)
 		}
 		for _, ex := range resp.Executions {
-			if h, ok := parseHostWorkflowID(ex.GetExecution().GetWorkflowId()); ok {
+			if h, ok := ParseHostWorkflowID(ex.GetExecution().GetWorkflowId()); ok {
 				if err := each(h, ex); err != nil {
 					return err
 				}
@@ -164,4 +164,27 @@ func eachHost(ctx context.Context, c client.Client, q string, pageSize int, each
 			return nil
 		}
 	}
+}
+
+// ScanRegistries pages through the host workflows query q finds, calling
+// each with a host's registry from its specs memo; ok is false for a
+// host whose memo has none.
+func ScanRegistries(ctx context.Context, c client.Client, dc converter.DataConverter, q string, pageSize int, each func(proc.HostID, []Entry, bool)) error {
+	if dc == nil {
+		dc = converter.GetDefaultDataConverter()
+	}
+	return eachHost(ctx, c, q, pageSize, func(h proc.HostID, ex *workflowpb.WorkflowExecutionInfo) error {
+		var reg []RegistryEntry
+		p := ex.GetMemo().GetFields()[SpecsMemo]
+		if p == nil || dc.FromPayload(p, &reg) != nil {
+			each(h, nil, false)
+			return nil
+		}
+		entries := make([]Entry, len(reg))
+		for i, r := range reg {
+			entries[i] = Entry{Process: r.Process, Spec: r.Spec, SupplierID: r.SupplierID, Registration: r.Registration}
+		}
+		each(h, entries, true)
+		return nil
+	})
 }

@@ -128,8 +128,8 @@ func TestRunningHostsOfAQueue(t *testing.T) {
 		{"drover", "WorkflowType = 'Host' AND ExecutionStatus = 'Running' AND TaskQueue = 'drover'"},
 		{"a'b", "WorkflowType = 'Host' AND ExecutionStatus = 'Running' AND TaskQueue = 'a''b'"},
 	} {
-		if got := runningHosts(tc.queue); got != tc.want {
-			t.Errorf("runningHosts(%q) = %q, want %q", tc.queue, got, tc.want)
+		if got := RunningHosts(tc.queue); got != tc.want {
+			t.Errorf("RunningHosts(%q) = %q, want %q", tc.queue, got, tc.want)
 		}
 	}
 }

@@ -253,6 +253,15 @@ func (op *operation) runStatus(ctx workflow.Context) {
 	}
 }
 
+// batchActivity is the activity each batch of a read task runs: the host
+// check's, or status's probes.
+func (op *operation) batchActivity() string {
+	if op.in.Op == proc.OpCheck {
+		return CheckActivity
+	}
+	return StatusActivity
+}
+
 func (op *operation) set(i int, r proc.HostResult) {
 	if i < 0 || i >= len(op.results) || op.results[i].Code != proc.CodeRunning {
 		return // a duplicate or stray reply

@@ -8,53 +8,13 @@ import (
 
 	"go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
-	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
-	"golang.org/x/sync/errgroup"
 
 	"github.com/drover-sh/drover/policies"
 	"github.com/drover-sh/drover/proc"
 )
-
-// HostCancel is one cancel to hand to a host workflow: a task id, or one
-// request's id.
-type HostCancel struct {
-	Host proc.HostID `json:"host"`
-	ID   string      `json:"id"`
-}
-
-// CancelHostsInput lists the cancels of one Operate workflow (at most
-// ChunkSize hosts' worth).
-type CancelHostsInput struct {
-	Cancels []HostCancel `json:"cancels"`
-}
-
-// CancelHosts signals each host workflow a cancel. A host without a
-// workflow yet gets one holding the cancel: the task may still be handing
-// it an item, which it then answers "not run". One with a closed workflow
-// runs nothing anyway.
-func (d *Dispatcher) CancelHosts(ctx context.Context, in CancelHostsInput) error {
-	var g errgroup.Group
-	g.SetLimit(dispatchParallel)
-	for i, c := range in.Cancels {
-		g.Go(func() error {
-			_, err := d.Client.SignalWithStartWorkflow(ctx, HostWorkflowID(c.Host), CancelTaskSignal, c.ID, client.StartWorkflowOptions{
-				ID: HostWorkflowID(c.Host), TaskQueue: d.TaskQueue,
-				WorkflowIDReusePolicy: enums.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
-			}, HostWorkflowName, newHostState(c.Host, d.Supervision))
-			if alreadyStarted(err) {
-				return nil
-			}
-			return err
-		})
-		if i%100 == 0 {
-			activity.RecordHeartbeat(ctx, i)
-		}
-	}
-	return g.Wait()
-}
 
 // cancelOnHosts hands cancels to the hosts and waits until they have them.
 func (op *operation) cancelOnHosts(ctx workflow.Context, cancels []HostCancel) error {

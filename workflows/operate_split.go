@@ -13,7 +13,6 @@ import (
 	"go.temporal.io/sdk/workflow"
 	"golang.org/x/sync/errgroup"
 
-	"github.com/drover-sh/drover/activities"
 	"github.com/drover-sh/drover/policies"
 	"github.com/drover-sh/drover/proc"
 )
@@ -72,46 +71,6 @@ func splitTask(ctx context.Context, c client.Client, taskQueue string, in Operat
 	return startIndexed(ctx, c, opts, taskSearchAttributes(in), OperateWorkflowName, indexed, task)
 }
 
-// AwaitChunkInput names one chunk of a split task and its item count.
-type AwaitChunkInput struct {
-	ID    string `json:"id"`
-	Total int    `json:"total"`
-}
-
-// errChunkNotFound: the chunk has no workflow, so waiting longer is vain.
-const errChunkNotFound = "ChunkNotFound"
-
-// AwaitChunk waits until a chunk workflow closes and returns its counts. A
-// chunk that failed as a whole counts every item failed. A stopping worker
-// hands the wait back, to be retried on another.
-func (d *Dispatcher) AwaitChunk(ctx context.Context, in AwaitChunkInput) (ChunkCounts, error) {
-	defer activities.KeepAlive(ctx)()
-	ctx, _, release := activities.StopOnWorkerStop(ctx)
-	defer release()
-	var res OperateResult
-	err := d.Client.GetWorkflow(ctx, in.ID, "").Get(ctx, &res)
-	if err == nil {
-		return ChunkCounts{ID: in.ID, Total: in.Total, Done: res.Done, Failed: proc.CountFailed(res.Results), Finished: true}, nil
-	}
-	if ctx.Err() != nil {
-		return ChunkCounts{}, err
-	}
-	desc, derr := d.Client.DescribeWorkflowExecution(ctx, in.ID, "")
-	var nf *serviceerror.NotFound
-	switch {
-	case errors.As(derr, &nf):
-		return ChunkCounts{}, temporal.NewNonRetryableApplicationError("chunk "+in.ID+" not found", errChunkNotFound, derr)
-	case derr != nil:
-		return ChunkCounts{}, derr
-	}
-	switch desc.GetWorkflowExecutionInfo().GetStatus() {
-	case enums.WORKFLOW_EXECUTION_STATUS_RUNNING, enums.WORKFLOW_EXECUTION_STATUS_COMPLETED, enums.WORKFLOW_EXECUTION_STATUS_CONTINUED_AS_NEW:
-		return ChunkCounts{}, err // a transient error: the wait is retried
-	}
-	return ChunkCounts{ID: in.ID, Total: in.Total, Done: in.Total, Failed: in.Total, Finished: true,
-		Error: oneLine(fmt.Sprintf("chunk %s ended %s: %v", in.ID, desc.GetWorkflowExecutionInfo().GetStatus(), err))}, nil
-}
-
 // runSplit waits for every chunk the client started, at most MaxInFlight
 // waits at a time, and forwards a cancel of the task to each chunk still
 // running.
@@ -125,7 +84,7 @@ func (op *operation) runSplit(ctx workflow.Context) {
 		// A chunk ends by its own backstop; its wait outlasts it.
 		StartToCloseTimeout: policies.TaskBackstop + 30*time.Minute,
 		HeartbeatTimeout:    policies.HeartbeatTimeout,
-		RetryPolicy:         &temporal.RetryPolicy{InitialInterval: time.Second, MaximumInterval: time.Minute, NonRetryableErrorTypes: []string{errChunkNotFound}},
+		RetryPolicy:         &temporal.RetryPolicy{InitialInterval: time.Second, MaximumInterval: time.Minute, NonRetryableErrorTypes: []string{ErrChunkNotFound}},
 	})
 	cancels := workflow.GetSignalChannel(ctx, CancelSignal)
 	sel := workflow.NewSelector(ctx)
@@ -266,4 +225,11 @@ func TaskCounts(ctx context.Context, c client.Client, taskID string) (Counts, er
 		cnt.Failed += part.Failed
 	}
 	return cnt, nil
+}
+
+// alreadyStarted reports whether a start was refused because a workflow
+// with that id exists.
+func alreadyStarted(err error) bool {
+	var as *serviceerror.WorkflowExecutionAlreadyStarted
+	return errors.As(err, &as)
 }

@@ -15,6 +15,7 @@ import (
 	"go.temporal.io/sdk/worker"
 
 	"github.com/drover-sh/drover/activities"
+	"github.com/drover-sh/drover/activities/dispatch"
 	"github.com/drover-sh/drover/gseapi"
 	"github.com/drover-sh/drover/internal/config"
 	"github.com/drover-sh/drover/internal/filestore"
@@ -142,8 +143,8 @@ func StartWorker(cfg config.Config, logger *slog.Logger) (*Worker, error) {
 	})
 	winrm := transport.NewWinRM(transport.WinRMOptions{})
 	acts := &activities.Activities{Inventory: inv, Runner: m.Track(transport.Multi{SSH: ssh, WinRM: winrm}),
-		Files: transport.Multi{SSH: ssh, WinRM: winrm}, Store: store, Hosts: workflows.HostLink{Client: c}}
-	workflows.Register(w, acts, &workflows.Dispatcher{Client: c, TaskQueue: cfg.TaskQueue, Inventory: inv, Acts: acts, DataConverter: dataConverter(cfg),
+		Files: transport.Multi{SSH: ssh, WinRM: winrm}, Store: store, Hosts: dispatch.HostLink{Client: c}}
+	dispatch.Register(w, acts, &dispatch.Dispatcher{Client: c, TaskQueue: cfg.TaskQueue, Inventory: inv, Acts: acts, DataConverter: dataConverter(cfg),
 		Supervision: workflows.Supervision{Interval: cfg.SuperviseInterval, LimitPolls: cfg.LimitPolls,
 			TimeZone: cfg.CrontabZone(), WatchQueue: cfg.WatchQueue(), WatchShards: cfg.WatchShards, Off: cfg.NoSupervision}})
 	// Watches are long-lived: on a queue of their own, with their own
@@ -155,7 +156,7 @@ func StartWorker(cfg config.Config, logger *slog.Logger) (*Worker, error) {
 	// timeout.
 	watches := worker.New(c, cfg.WatchQueue(), worker.Options{MaxConcurrentActivityExecutionSize: cfg.MaxConcurrentWatches,
 		DisableWorkflowWorker: true, WorkerStopTimeout: watchStopTimeout, MaxConcurrentActivityTaskPollers: 1})
-	workflows.RegisterWatch(watches, acts)
+	dispatch.RegisterWatch(watches, acts)
 	wk := &Worker{Client: c, SSH: ssh, WinRM: winrm, Metrics: m, Inventory: inv, live: live, store: store, w: w, watches: watches, stopMetrics: func() {}}
 	if cfg.MetricsListen != "" {
 		ln, err := net.Listen("tcp", cfg.MetricsListen)
