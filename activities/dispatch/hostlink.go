@@ -9,6 +9,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/drover-sh/drover/activities"
+	"github.com/drover-sh/drover/internal/engine"
 	"github.com/drover-sh/drover/workflows"
 )
 
@@ -19,7 +20,7 @@ type HostLink struct{ Client client.Client }
 // WatchInput asks a host workflow what it armed its shard with.
 func (l HostLink) WatchInput(ctx context.Context, host string) (activities.HostWatch, bool, error) {
 	var w activities.HostWatch
-	found, err := workflows.QueryOpen(ctx, l.Client, host, workflows.WatchInputQuery, &w)
+	found, err := engine.QueryOpen(ctx, l.Client, host, workflows.WatchInputQuery, &w)
 	return w, found, err
 }
 

@@ -12,6 +12,7 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
 
+	"github.com/drover-sh/drover/internal/engine"
 	"github.com/drover-sh/drover/internal/hostloss"
 	"github.com/drover-sh/drover/policies"
 	"github.com/drover-sh/drover/proc"
@@ -106,7 +107,7 @@ func (rc *registryCache) read(ctx context.Context, id string) ([]workflows.Entry
 	defer func() { <-registryQueries }()
 	for attempt := 1; ; attempt++ {
 		qctx, cancel := context.WithTimeout(ctx, policies.RegistryQueryTimeout)
-		_, err = workflows.QueryOpen(qctx, rc.c, id, workflows.RegistryQuery, &entries)
+		_, err = engine.QueryOpen(qctx, rc.c, id, workflows.RegistryQuery, &entries)
 		cancel()
 		if err == nil || attempt == policies.RegistryQueryAttempts || ctx.Err() != nil || !timedOut(err) {
 			break
@@ -131,8 +132,8 @@ func listRegistries(ctx context.Context, c client.Client, dc converter.DataConve
 		for _, h := range hosts[start:min(start+registryListBatch, len(hosts))] {
 			ids = append(ids, "'"+workflows.HostWorkflowID(h)+"'")
 		}
-		q := fmt.Sprintf("%s AND WorkflowId IN (%s)", workflows.RunningHosts(""), strings.Join(ids, ","))
-		err := workflows.ScanRegistries(ctx, c, dc, q, len(ids), func(h proc.HostID, entries []workflows.Entry, ok bool) {
+		q := fmt.Sprintf("%s AND WorkflowId IN (%s)", engine.RunningHosts(""), strings.Join(ids, ","))
+		err := engine.ScanRegistries(ctx, c, dc, q, len(ids), func(h proc.HostID, entries []workflows.Entry, ok bool) {
 			if ok {
 				out[h] = entries
 			}

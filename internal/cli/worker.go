@@ -18,6 +18,7 @@ import (
 	"github.com/drover-sh/drover/activities/dispatch"
 	"github.com/drover-sh/drover/gseapi"
 	"github.com/drover-sh/drover/internal/config"
+	"github.com/drover-sh/drover/internal/engine"
 	"github.com/drover-sh/drover/internal/filestore"
 	"github.com/drover-sh/drover/internal/metrics"
 	"github.com/drover-sh/drover/internal/version"
@@ -32,16 +33,16 @@ func Dial(cfg config.Config, logger *slog.Logger) (client.Client, error) {
 	return dialWithMetrics(cfg, logger, nil, "")
 }
 
-// engine is the task engine of the starter's commands and the HTTP
+// taskEngine is the task engine of the starter's commands and the HTTP
 // server: it decodes host workflows' memos as the client encodes payloads,
 // and with an inventory it maps agent ids.
-func engine(c client.Client, cfg config.Config, inv *inventory.Inventory) *workflows.Engine {
-	return &workflows.Engine{Client: c, TaskQueue: cfg.TaskQueue, Inventory: inv, DataConverter: dataConverter(cfg)}
+func taskEngine(c client.Client, cfg config.Config, inv *inventory.Inventory) *engine.Engine {
+	return &engine.Engine{Client: c, TaskQueue: cfg.TaskQueue, Inventory: inv, DataConverter: dataConverter(cfg)}
 }
 
-// engineWith is engine keeping pushed contents in store.
-func engineWith(c client.Client, cfg config.Config, inv *inventory.Inventory, store gseapi.ContentStore) *workflows.Engine {
-	e := engine(c, cfg, inv)
+// engineWith is taskEngine keeping pushed contents in store.
+func engineWith(c client.Client, cfg config.Config, inv *inventory.Inventory, store gseapi.ContentStore) *engine.Engine {
+	e := taskEngine(c, cfg, inv)
 	e.Files = store
 	return e
 }
