@@ -78,29 +78,3 @@ type ArmInput struct {
 	// WatchQueue is where the shard runs its watch, when the arm starts it.
 	WatchQueue string `json:"watch_queue"`
 }
-
-// DispatchInput is one Operate workflow's items to hand out by signal.
-// Only tasks begun before VersionDeliverUpdates send it.
-type DispatchInput struct {
-	ReplyTo string      `json:"reply_to"`
-	TaskID  string      `json:"task_id"`
-	Op      proc.OpType `json:"op_type"`
-	Manage  bool        `json:"manage,omitempty"`
-	Items   []proc.Item `json:"items"`
-	Offset  int         `json:"offset"`
-	// Issued is when the task handed its items out, by the workflow's
-	// clock: each request's deadline counts from it.
-	Issued time.Time `json:"issued,omitempty"`
-	// Files is a file op's files and options; nil for every other op.
-	Files *proc.FileOp `json:"files,omitempty"`
-	// TaskSize is the whole task's item count, when these are one chunk
-	// of it; 0 means these items are the whole task.
-	TaskSize int `json:"task_size,omitempty"`
-}
-
-// DispatchOutput lists items answered without a host workflow (unknown
-// hosts) and items that could not be delivered.
-type DispatchOutput struct {
-	Answered    []HostReply `json:"answered,omitempty"`
-	Undelivered []int       `json:"undelivered,omitempty"`
-}

@@ -186,9 +186,7 @@ func (h *host) reply(ctx workflow.Context, req HostRequest, res proc.HostResult)
 		}
 		return
 	}
-	h.publish(ctx)
-	// The requester may be gone (terminated); that must not stop the host.
-	_ = workflow.SignalExternalWorkflow(ctx, req.ReplyTo, "", ReplySignal, HostReply{Index: req.Index, Result: res}).Get(ctx, nil)
+	h.replyBySignal(ctx, req, res)
 }
 
 func (h *host) find(p proc.ProcessID) int {

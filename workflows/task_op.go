@@ -38,11 +38,7 @@ type attemptFailure struct {
 func (h *host) runTaskOp(ctx workflow.Context, req HostRequest, e Entry, in activities.HostOpInput) activities.HostOpOutput {
 	op := &taskOp{req: req, e: e, in: in}
 	if !h.has(ctx, VersionTaskOpAttempts) {
-		out, err := h.tryOp(ctx, op, policies.OpAttempts)
-		if err != nil {
-			out = activities.HostOpOutput{Result: activityFailure(err)}
-		}
-		return out
+		return h.runTaskOpWhole(ctx, op)
 	}
 	op.local = h.has(ctx, VersionTaskOpLocal)
 	for n := 1; ; n++ {

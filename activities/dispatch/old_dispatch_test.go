@@ -1,5 +1,7 @@
 package dispatch
 
+// Tests of the Dispatch activity (old_dispatch.go): they go with it.
+
 import (
 	"context"
 	"strings"
