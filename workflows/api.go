@@ -1,12 +1,16 @@
 // Package workflows fans each op out over hosts and owns each host's process
-// registry. Workflow code is deterministic; its decisions come from policies.
+// registry. It holds deterministic workflow code only; its decisions come
+// from policies. The activities it schedules, by the names in protocol.go,
+// live in activities and activities/dispatch; its client in internal/engine.
 //
 // Two kinds of workflow:
 //   - Operate, one per request, ID = the GSE task id. It hands every item to
 //     its host's workflow and collects the replies. Past ChunkSize items the
 //     client splits the items into chunk Operate workflows it starts itself
-//     (operate_split.go), so no workflow holds, in its input, history or
-//     result, more than ChunkSize hosts' worth.
+//     (internal/engine; operate_split.go waits for them), so no workflow
+//     holds, in its input, history or result, more than ChunkSize hosts'
+//     worth. A task started directly with more items starts its chunks as
+//     children (operate_chunks.go).
 //   - Host, one per host, ID = host:<bk_cloud_id>:<ip>. It owns the host's
 //     registry and runs the host's ops one at a time, so two ops on the same
 //     process never interleave: they are serial by construction.
