@@ -1,12 +1,16 @@
 // Package workflows fans each op out over hosts and owns each host's process
-// registry. Workflow code is deterministic; its decisions come from policies.
+// registry. It holds deterministic workflow code only; its decisions come
+// from policies. The activities it schedules, by the names in protocol.go,
+// live in activities and activities/dispatch; its client in internal/engine.
 //
 // Two kinds of workflow:
 //   - Operate, one per request, ID = the GSE task id. It hands every item to
 //     its host's workflow and collects the replies. Past ChunkSize items the
 //     client splits the items into chunk Operate workflows it starts itself
-//     (operate_split.go), so no workflow holds, in its input, history or
-//     result, more than ChunkSize hosts' worth.
+//     (internal/engine; operate_split.go waits for them), so no workflow
+//     holds, in its input, history or result, more than ChunkSize hosts'
+//     worth. A task started directly with more items starts its chunks as
+//     children (operate_chunks.go).
 //   - Host, one per host, ID = host:<bk_cloud_id>:<ip>. It owns the host's
 //     registry and runs the host's ops one at a time, so two ops on the same
 //     process never interleave: they are serial by construction.
@@ -14,6 +18,8 @@ package workflows
 
 import (
 	"fmt"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/drover-sh/drover/policies"
@@ -25,6 +31,24 @@ const WatchQueueSuffix = "-watch"
 
 // HostWorkflowID names a host's workflow.
 func HostWorkflowID(h proc.HostID) string { return fmt.Sprintf("host:%d:%s", h.CloudID, h.IP) }
+
+// ParseHostWorkflowID is the host a host workflow's id names.
+func ParseHostWorkflowID(id string) (proc.HostID, bool) {
+	rest, ok := strings.CutPrefix(id, "host:")
+	if !ok {
+		return proc.HostID{}, false
+	}
+	cloud, ip, ok := strings.Cut(rest, ":")
+	n, err := strconv.Atoi(cloud)
+	if !ok || err != nil {
+		return proc.HostID{}, false
+	}
+	return proc.HostID{CloudID: n, IP: ip}, true
+}
+
+// RequestID names item index of task taskID: unique per item, so a request
+// sent again runs once.
+func RequestID(taskID string, index int) string { return fmt.Sprintf("%s#%d", taskID, index) }
 
 // OperateInput is one request: an op over items. It never carries secrets.
 type OperateInput struct {
@@ -232,7 +256,7 @@ type HostState struct {
 	Born int `json:"born,omitempty"`
 }
 
-// newHostState is the input of a host's first run.
-func newHostState(h proc.HostID, s Supervision) HostState {
+// NewHostState is the input of a host's first run.
+func NewHostState(h proc.HostID, s Supervision) HostState {
 	return HostState{Host: h, Supervision: s, Born: LedgerGen}
 }

@@ -176,7 +176,6 @@ func (h *host) stateAfter(ctx workflow.Context, op *taskOp, ended int) string {
 	if ended > 0 {
 		in.EndRequestID, in.EndAttempts = op.req.RequestID, int32(ended)
 	}
-	var a *activities.Activities
 	var out activities.HostOpOutput
 	var err error
 	if op.local {
@@ -184,14 +183,14 @@ func (h *host) stateAfter(ctx workflow.Context, op *taskOp, ended int) string {
 			StartToCloseTimeout: min(policies.LocalOpBudget, policies.HostOpDeadline(proc.OpStatus, spec)),
 			RetryPolicy:         &temporal.RetryPolicy{InitialInterval: time.Second, MaximumAttempts: 2},
 		})
-		err = workflow.ExecuteLocalActivity(lctx, a.HostOp, in).Get(ctx, &out)
+		err = workflow.ExecuteLocalActivity(lctx, HostOpActivity, in).Get(ctx, &out)
 	} else {
 		actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 			StartToCloseTimeout: policies.HostOpDeadline(proc.OpStatus, spec),
 			HeartbeatTimeout:    policies.HeartbeatTimeout,
 			RetryPolicy:         &temporal.RetryPolicy{InitialInterval: time.Second, MaximumAttempts: 2},
 		})
-		err = workflow.ExecuteActivity(actx, a.HostOp, in).Get(ctx, &out)
+		err = workflow.ExecuteActivity(actx, HostOpActivity, in).Get(ctx, &out)
 	}
 	switch {
 	case err != nil:

@@ -101,9 +101,8 @@ func (h *host) runFiles(ctx workflow.Context, req HostRequest, e Entry) activiti
 		// A cancelled push answers once its transfer has stopped.
 		WaitForCancellation: takeCancels,
 	})
-	var a *activities.Activities
 	var out activities.FilesOutput
-	fut := workflow.ExecuteActivity(actx, a.HostFiles, activities.FilesInput{
+	fut := workflow.ExecuteActivity(actx, HostFilesActivity, activities.FilesInput{
 		RequestID: req.RequestID, Op: req.Op, Target: req.Target, Process: req.Process, Spec: spec, Files: *req.Files,
 	})
 	cancelled := takeCancels && h.awaitTakingCancels(ctx, req, fut, cancel)

@@ -186,9 +186,7 @@ func (h *host) reply(ctx workflow.Context, req HostRequest, res proc.HostResult)
 		}
 		return
 	}
-	h.publish(ctx)
-	// The requester may be gone (terminated); that must not stop the host.
-	_ = workflow.SignalExternalWorkflow(ctx, req.ReplyTo, "", ReplySignal, HostReply{Index: req.Index, Result: res}).Get(ctx, nil)
+	h.replyBySignal(ctx, req, res)
 }
 
 func (h *host) find(p proc.ProcessID) int {
@@ -339,9 +337,8 @@ func (h *host) runOp(ctx workflow.Context, req HostRequest, e Entry) activities.
 		// A task's op can be cancelled; supervision's own cannot.
 		return h.runTaskOp(ctx, req, e, in)
 	}
-	var a *activities.Activities
 	var out activities.HostOpOutput
-	if err := workflow.ExecuteActivity(opOptions(ctx, in, policies.OpAttempts), a.HostOp, in).Get(ctx, &out); err != nil {
+	if err := workflow.ExecuteActivity(opOptions(ctx, in, policies.OpAttempts), HostOpActivity, in).Get(ctx, &out); err != nil {
 		out = activities.HostOpOutput{Result: activityFailure(err)}
 	}
 	return out

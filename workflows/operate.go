@@ -91,121 +91,15 @@ func Operate(ctx workflow.Context, in OperateInput) (OperateResult, error) {
 	return op.snapshot(), nil
 }
 
-// runChunks splits a large task into child Operate workflows of at most
-// ChunkSize items, so each history stays small.
-func (op *operation) runChunks(ctx workflow.Context) {
-	self := workflow.GetInfo(ctx).WorkflowExecution.ID
-	var futs []workflow.ChildWorkflowFuture
-	for start := 0; start < len(op.in.Items); start += policies.ChunkSize {
-		end := min(start+policies.ChunkSize, len(op.in.Items))
-		id := fmt.Sprintf("%s/chunk-%d", self, len(op.chunks))
-		op.chunks = append(op.chunks, id)
-		op.chunkCounts = append(op.chunkCounts, ChunkCounts{ID: id, Total: end - start})
-		cctx := workflow.WithChildOptions(ctx, workflow.ChildWorkflowOptions{WorkflowID: id})
-		futs = append(futs, workflow.ExecuteChildWorkflow(cctx, Operate, OperateInput{
-			TaskID: op.in.TaskID, Op: op.in.Op, Manage: op.in.Manage,
-			Items: op.in.Items[start:end], Offset: op.in.Offset + start, Files: op.in.Files,
-		}))
-	}
-	cancels := workflow.GetSignalChannel(ctx, CancelSignal)
-	for n, f := range futs {
-		for !f.IsReady() {
-			sel := workflow.NewSelector(ctx)
-			sel.AddFuture(f, func(workflow.Future) {})
-			sel.AddReceive(cancels, func(c workflow.ReceiveChannel, _ bool) {
-				c.Receive(ctx, nil)
-				op.cancelChunks(ctx, futs[n:])
-			})
-			sel.Select(ctx)
-		}
-		var res OperateResult
-		start := n * policies.ChunkSize
-		if err := f.Get(ctx, &res); err != nil {
-			for i := start; i < min(start+policies.ChunkSize, len(op.results)); i++ {
-				op.results[i] = proc.HostResult{Code: proc.CodeInternal, Message: oneLine(fmt.Sprintf("chunk %s failed: %v", op.chunks[n], err))}
-			}
-			op.done += min(policies.ChunkSize, len(op.results)-start)
-			c := &op.chunkCounts[n]
-			c.Done, c.Failed, c.Finished, c.Error = c.Total, c.Total, true, oneLine(err.Error())
-			continue
-		}
-		op.done += res.Done
-		c := &op.chunkCounts[n]
-		c.Done, c.Failed, c.Finished = res.Done, proc.CountFailed(res.Results), true
-		// Kept for the task's outcome; the parent's own result still
-		// lists only its chunks.
-		for i, r := range res.Results {
-			if start+i < len(op.results) {
-				op.results[start+i] = r.HostResult
-			}
-		}
-	}
-}
-
-// runItems hands each item to its host's workflow and waits for replies.
+// runItems hands each item to its host's workflow and waits for the
+// answers: by update, in Deliver batches, or, in a task begun before
+// those, by signal (old_operate.go).
 func (op *operation) runItems(ctx workflow.Context) {
 	if workflow.GetVersion(ctx, VersionDeliverUpdates, workflow.DefaultVersion, 1) >= 1 {
 		op.runDelivered(ctx)
 		return
 	}
-	self := workflow.GetInfo(ctx).WorkflowExecution.ID
-	dctx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
-		StartToCloseTimeout: 5 * time.Minute,
-		HeartbeatTimeout:    policies.HeartbeatTimeout,
-		RetryPolicy:         &temporal.RetryPolicy{InitialInterval: time.Second, MaximumAttempts: 5},
-	})
-	var d *Dispatcher
-	var sent DispatchOutput
-	issued := workflow.Now(ctx)
-	if err := workflow.ExecuteActivity(dctx, d.Dispatch, DispatchInput{
-		ReplyTo: self, TaskID: op.in.TaskID, Op: op.in.Op, Manage: op.in.Manage,
-		Items: op.in.Items, Offset: op.in.Offset, Files: op.in.Files, Issued: issued, TaskSize: op.in.Total,
-	}).Get(ctx, &sent); err != nil {
-		// Some items may have reached their hosts: they are answered by
-		// them, or cancelled there before they are reported not run.
-		var pending []int
-		for i := range op.results {
-			if op.results[i].Code == proc.CodeRunning {
-				pending = append(pending, i)
-			}
-		}
-		op.undelivered(ctx, pending, issued, oneLine(fmt.Sprintf("could not hand the op to the hosts: %v", err)))
-		return
-	}
-	for _, r := range sent.Answered {
-		op.set(r.Index-op.in.Offset, r.Result)
-	}
-	op.undelivered(ctx, sent.Undelivered, issued, "could not hand the op to its host workflow")
-	// A backstop only: every host op has its own deadline on the host side.
-	op.awaitReplies(ctx, policies.TaskBackstop, func() bool { return op.done < len(op.in.Items) }, func() {
-		op.failPending(proc.CodeTimeout, fmt.Sprintf("no reply from the host within %s", policies.TaskBackstop))
-	})
-}
-
-// awaitReplies takes host replies, and a cancel of the task, while waiting
-// holds, for at most limit; onTimeout answers what is left then.
-func (op *operation) awaitReplies(ctx workflow.Context, limit time.Duration, waiting func() bool, onTimeout func()) {
-	replies := workflow.GetSignalChannel(ctx, ReplySignal)
-	cancels := workflow.GetSignalChannel(ctx, CancelSignal)
-	timedOut := false
-	timer := workflow.NewTimer(ctx, limit)
-	for waiting() && !timedOut {
-		sel := workflow.NewSelector(ctx)
-		sel.AddReceive(replies, func(c workflow.ReceiveChannel, _ bool) {
-			var r HostReply
-			c.Receive(ctx, &r)
-			op.set(r.Index-op.in.Offset, r.Result)
-		})
-		sel.AddFuture(timer, func(workflow.Future) { timedOut = true })
-		sel.AddReceive(cancels, func(c workflow.ReceiveChannel, _ bool) {
-			c.Receive(ctx, nil)
-			op.cancel(ctx)
-		})
-		sel.Select(ctx)
-	}
-	if timedOut {
-		onTimeout()
-	}
+	op.runSignalled(ctx)
 }
 
 // runStatus probes in batches of StatusBatch hosts per activity, at most
@@ -254,20 +148,21 @@ func (op *operation) runStatus(ctx workflow.Context) {
 	}
 }
 
+// batchActivity is the activity each batch of a read task runs: the host
+// check's, or status's probes.
+func (op *operation) batchActivity() string {
+	if op.in.Op == proc.OpCheck {
+		return CheckActivity
+	}
+	return StatusActivity
+}
+
 func (op *operation) set(i int, r proc.HostResult) {
 	if i < 0 || i >= len(op.results) || op.results[i].Code != proc.CodeRunning {
 		return // a duplicate or stray reply
 	}
 	op.results[i] = r
 	op.done++
-}
-
-func (op *operation) failPending(code proc.Code, msg string) {
-	for i := range op.results {
-		if op.results[i].Code == proc.CodeRunning {
-			op.set(i, proc.HostResult{Code: code, Message: msg})
-		}
-	}
 }
 
 // pendingChunk is chunk n's items, each pending.

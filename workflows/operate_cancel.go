@@ -1,60 +1,14 @@
 package workflows
 
 import (
-	"context"
-	"errors"
-	"fmt"
 	"time"
 
-	"go.temporal.io/api/enums/v1"
-	"go.temporal.io/api/serviceerror"
-	"go.temporal.io/sdk/activity"
-	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
-	"golang.org/x/sync/errgroup"
 
 	"github.com/drover-sh/drover/policies"
 	"github.com/drover-sh/drover/proc"
 )
-
-// HostCancel is one cancel to hand to a host workflow: a task id, or one
-// request's id.
-type HostCancel struct {
-	Host proc.HostID `json:"host"`
-	ID   string      `json:"id"`
-}
-
-// CancelHostsInput lists the cancels of one Operate workflow (at most
-// ChunkSize hosts' worth).
-type CancelHostsInput struct {
-	Cancels []HostCancel `json:"cancels"`
-}
-
-// CancelHosts signals each host workflow a cancel. A host without a
-// workflow yet gets one holding the cancel: the task may still be handing
-// it an item, which it then answers "not run". One with a closed workflow
-// runs nothing anyway.
-func (d *Dispatcher) CancelHosts(ctx context.Context, in CancelHostsInput) error {
-	var g errgroup.Group
-	g.SetLimit(dispatchParallel)
-	for i, c := range in.Cancels {
-		g.Go(func() error {
-			_, err := d.Client.SignalWithStartWorkflow(ctx, HostWorkflowID(c.Host), CancelTaskSignal, c.ID, client.StartWorkflowOptions{
-				ID: HostWorkflowID(c.Host), TaskQueue: d.TaskQueue,
-				WorkflowIDReusePolicy: enums.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
-			}, HostWorkflowName, newHostState(c.Host, d.Supervision))
-			if alreadyStarted(err) {
-				return nil
-			}
-			return err
-		})
-		if i%100 == 0 {
-			activity.RecordHeartbeat(ctx, i)
-		}
-	}
-	return g.Wait()
-}
 
 // cancelOnHosts hands cancels to the hosts and waits until they have them.
 func (op *operation) cancelOnHosts(ctx workflow.Context, cancels []HostCancel) error {
@@ -66,8 +20,7 @@ func (op *operation) cancelOnHosts(ctx workflow.Context, cancels []HostCancel) e
 		HeartbeatTimeout:    policies.HeartbeatTimeout,
 		RetryPolicy:         &temporal.RetryPolicy{InitialInterval: time.Second, MaximumAttempts: 5},
 	})
-	var d *Dispatcher
-	return workflow.ExecuteActivity(actx, d.CancelHosts, CancelHostsInput{Cancels: cancels}).Get(ctx, nil)
+	return workflow.ExecuteActivity(actx, CancelHostsActivity, CancelHostsInput{Cancels: cancels}).Get(ctx, nil)
 }
 
 // cancel cancels the task on every host it has items on; the hosts then
@@ -91,83 +44,4 @@ func (op *operation) cancel(ctx workflow.Context) bool {
 		workflow.GetLogger(ctx).Warn("cancel could not reach every host", "task", op.in.TaskID, "error", err)
 	}
 	return true
-}
-
-// undelivered answers items Dispatch could not be sure it handed over.
-// Each may have reached its host, so it is cancelled there, by its own
-// request id, before it is reported: a host then drops it whenever it
-// arrives. The hosts answer those that did arrive; until the items'
-// deadlines pass (a request not started by then never runs) the task
-// waits for those answers, and the rest are answered 9199, not run.
-func (op *operation) undelivered(ctx workflow.Context, items []int, issued time.Time, why string) {
-	if len(items) == 0 {
-		return
-	}
-	if workflow.GetVersion(ctx, VersionCancelTask, workflow.DefaultVersion, 1) < 1 {
-		for _, i := range items {
-			op.set(i, proc.HostResult{Code: proc.CodeInternal, Message: why})
-		}
-		return
-	}
-	deadlines := policies.TaskDeadlines(issued, op.in.Op, op.in.Items, op.in.Total)
-	var latest time.Time
-	var cancels []HostCancel
-	for _, i := range items {
-		it := op.in.Items[i]
-		cancels = append(cancels, HostCancel{Host: it.Target.HostID(), ID: RequestID(op.in.TaskID, op.in.Offset+i)})
-		if deadlines[i].After(latest) {
-			latest = deadlines[i]
-		}
-	}
-	if err := op.cancelOnHosts(ctx, cancels); err != nil {
-		workflow.GetLogger(ctx).Warn("cancel of undelivered items could not reach every host", "task", op.in.TaskID, "error", err)
-	}
-	waiting := func() bool {
-		for _, i := range items {
-			if op.results[i].Code == proc.CodeRunning {
-				return true
-			}
-		}
-		return false
-	}
-	op.awaitReplies(ctx, max(latest.Sub(workflow.Now(ctx)), time.Second), waiting, func() {
-		for _, i := range items {
-			op.set(i, proc.HostResult{Code: proc.CodeInternal, Message: why + "; it was not run"})
-		}
-	})
-}
-
-// cancelChunks forwards a cancel of a task split into chunks to the chunks
-// still running.
-func (op *operation) cancelChunks(ctx workflow.Context, futs []workflow.ChildWorkflowFuture) {
-	if op.cancelled || workflow.GetVersion(ctx, VersionCancelTask, workflow.DefaultVersion, 1) < 1 {
-		return
-	}
-	op.cancelled = true
-	for _, f := range futs {
-		if !f.IsReady() {
-			f.SignalChildWorkflow(ctx, CancelSignal, nil)
-		}
-	}
-}
-
-// CancelTask asks a running task to cancel. done reports a task that had
-// already finished: there is nothing left to cancel.
-func CancelTask(ctx context.Context, c client.Client, taskID string) (done bool, err error) {
-	desc, err := c.DescribeWorkflowExecution(ctx, taskID, "")
-	var nf *serviceerror.NotFound
-	if errors.As(err, &nf) {
-		return false, fmt.Errorf("%w: %s", ErrTaskNotFound, taskID)
-	}
-	if err != nil {
-		return false, err
-	}
-	if desc.GetWorkflowExecutionInfo().GetStatus() != enums.WORKFLOW_EXECUTION_STATUS_RUNNING {
-		return true, nil
-	}
-	err = c.SignalWorkflow(ctx, taskID, "", CancelSignal, nil)
-	if errors.As(err, &nf) {
-		return true, nil // it finished meanwhile
-	}
-	return false, err
 }

@@ -18,7 +18,6 @@ func (op *operation) runDelivered(ctx workflow.Context) {
 	issued := workflow.Now(ctx)
 	deadlines := policies.TaskDeadlines(issued, op.in.Op, op.in.Items, op.in.Total)
 	cancels := workflow.GetSignalChannel(ctx, CancelSignal)
-	var d *Dispatcher
 	sel := workflow.NewSelector(ctx)
 	pending := 0
 	for _, idx := range policies.HostBatches(op.in.Items, policies.DeliverBatch) {
@@ -37,7 +36,7 @@ func (op *operation) runDelivered(ctx workflow.Context) {
 		})
 		batch := idx
 		pending++
-		sel.AddFuture(workflow.ExecuteActivity(actx, d.Deliver, in), func(f workflow.Future) {
+		sel.AddFuture(workflow.ExecuteActivity(actx, DeliverActivity, in), func(f workflow.Future) {
 			pending--
 			var replies []HostReply
 			if err := f.Get(ctx, &replies); err != nil {

@@ -1,21 +1,13 @@
 package workflows
 
 import (
-	"context"
-	"errors"
 	"fmt"
 	"time"
 
-	"go.temporal.io/api/enums/v1"
-	"go.temporal.io/api/serviceerror"
-	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
-	"golang.org/x/sync/errgroup"
 
-	"github.com/drover-sh/drover/activities"
 	"github.com/drover-sh/drover/policies"
-	"github.com/drover-sh/drover/proc"
 )
 
 // A task of more than ChunkSize items is split by the client, not by the
@@ -24,93 +16,13 @@ import (
 // before 10,000 hosts, and child workflows would bring every chunk's input
 // and result back into the task's own history. So the client starts one
 // Operate workflow per ChunkSize items, <task id>/chunk-N, then the task
-// itself with only the count of items and chunks. The task waits for each
+// itself with only the count of items and chunks (internal/engine). The task waits for each
 // chunk with an activity and keeps its counts, never its results; readers
-// page through the chunks (FetchOperate).
-
-// chunkStartParallel bounds the chunk starts in flight for one task.
-const chunkStartParallel = 8
+// page through the chunks (engine.FetchOperate).
 
 // SplitChunkID names chunk n of a split task, as child chunks were named,
 // so every reader of chunks treats both alike.
 func SplitChunkID(taskID string, n int) string { return fmt.Sprintf("%s/chunk-%d", taskID, n) }
-
-// splitTask starts a task of more than ChunkSize items: its chunks first,
-// each with at most ChunkSize items, then the task. The task id is known to
-// nobody until the task starts, so a cancel always finds every chunk
-// started. A chunk already started (a retried submission) is kept.
-func splitTask(ctx context.Context, c client.Client, taskQueue string, in OperateInput, memo map[string]any) error {
-	n := (len(in.Items) + policies.ChunkSize - 1) / policies.ChunkSize
-	var g errgroup.Group
-	g.SetLimit(chunkStartParallel)
-	for k := 0; k < n; k++ {
-		start := k * policies.ChunkSize
-		chunk := OperateInput{TaskID: in.TaskID, Op: in.Op, Manage: in.Manage, Files: in.Files,
-			Items: in.Items[start:min(start+policies.ChunkSize, len(in.Items))], Offset: start, Total: len(in.Items)}
-		g.Go(func() error {
-			_, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
-				ID: SplitChunkID(in.TaskID, k), TaskQueue: taskQueue,
-				WorkflowIDReusePolicy: enums.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
-			}, OperateWorkflowName, chunk)
-			if alreadyStarted(err) {
-				return nil
-			}
-			return err
-		})
-	}
-	if err := g.Wait(); err != nil {
-		return fmt.Errorf("start the chunks of %s: %w", in.TaskID, err)
-	}
-	task := OperateInput{TaskID: in.TaskID, Op: in.Op, Manage: in.Manage, Files: in.Files, Split: n, Total: len(in.Items)}
-	indexed := task
-	indexed.Indexed = true
-	opts := client.StartWorkflowOptions{
-		ID: in.TaskID, TaskQueue: taskQueue, Memo: memo,
-		WorkflowIDReusePolicy: enums.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
-	}
-	// The attributes are read from every item here, where they are.
-	return startIndexed(ctx, c, opts, taskSearchAttributes(in), OperateWorkflowName, indexed, task)
-}
-
-// AwaitChunkInput names one chunk of a split task and its item count.
-type AwaitChunkInput struct {
-	ID    string `json:"id"`
-	Total int    `json:"total"`
-}
-
-// errChunkNotFound: the chunk has no workflow, so waiting longer is vain.
-const errChunkNotFound = "ChunkNotFound"
-
-// AwaitChunk waits until a chunk workflow closes and returns its counts. A
-// chunk that failed as a whole counts every item failed. A stopping worker
-// hands the wait back, to be retried on another.
-func (d *Dispatcher) AwaitChunk(ctx context.Context, in AwaitChunkInput) (ChunkCounts, error) {
-	defer activities.KeepAlive(ctx)()
-	ctx, _, release := activities.StopOnWorkerStop(ctx)
-	defer release()
-	var res OperateResult
-	err := d.Client.GetWorkflow(ctx, in.ID, "").Get(ctx, &res)
-	if err == nil {
-		return ChunkCounts{ID: in.ID, Total: in.Total, Done: res.Done, Failed: proc.CountFailed(res.Results), Finished: true}, nil
-	}
-	if ctx.Err() != nil {
-		return ChunkCounts{}, err
-	}
-	desc, derr := d.Client.DescribeWorkflowExecution(ctx, in.ID, "")
-	var nf *serviceerror.NotFound
-	switch {
-	case errors.As(derr, &nf):
-		return ChunkCounts{}, temporal.NewNonRetryableApplicationError("chunk "+in.ID+" not found", errChunkNotFound, derr)
-	case derr != nil:
-		return ChunkCounts{}, derr
-	}
-	switch desc.GetWorkflowExecutionInfo().GetStatus() {
-	case enums.WORKFLOW_EXECUTION_STATUS_RUNNING, enums.WORKFLOW_EXECUTION_STATUS_COMPLETED, enums.WORKFLOW_EXECUTION_STATUS_CONTINUED_AS_NEW:
-		return ChunkCounts{}, err // a transient error: the wait is retried
-	}
-	return ChunkCounts{ID: in.ID, Total: in.Total, Done: in.Total, Failed: in.Total, Finished: true,
-		Error: oneLine(fmt.Sprintf("chunk %s ended %s: %v", in.ID, desc.GetWorkflowExecutionInfo().GetStatus(), err))}, nil
-}
 
 // runSplit waits for every chunk the client started, at most MaxInFlight
 // waits at a time, and forwards a cancel of the task to each chunk still
@@ -125,9 +37,8 @@ func (op *operation) runSplit(ctx workflow.Context) {
 		// A chunk ends by its own backstop; its wait outlasts it.
 		StartToCloseTimeout: policies.TaskBackstop + 30*time.Minute,
 		HeartbeatTimeout:    policies.HeartbeatTimeout,
-		RetryPolicy:         &temporal.RetryPolicy{InitialInterval: time.Second, MaximumInterval: time.Minute, NonRetryableErrorTypes: []string{errChunkNotFound}},
+		RetryPolicy:         &temporal.RetryPolicy{InitialInterval: time.Second, MaximumInterval: time.Minute, NonRetryableErrorTypes: []string{ErrChunkNotFound}},
 	})
-	var d *Dispatcher
 	cancels := workflow.GetSignalChannel(ctx, CancelSignal)
 	sel := workflow.NewSelector(ctx)
 	sel.AddReceive(cancels, func(c workflow.ReceiveChannel, _ bool) {
@@ -144,7 +55,7 @@ func (op *operation) runSplit(ctx workflow.Context) {
 		if pending >= policies.MaxInFlight {
 			wait()
 		}
-		fut := workflow.ExecuteActivity(actx, d.AwaitChunk, AwaitChunkInput{ID: op.chunks[k], Total: op.chunkCounts[k].Total})
+		fut := workflow.ExecuteActivity(actx, AwaitChunkActivity, AwaitChunkInput{ID: op.chunks[k], Total: op.chunkCounts[k].Total})
 		pending++
 		sel.AddFuture(fut, func(f workflow.Future) {
 			pending--
@@ -183,88 +94,4 @@ func (op *operation) cancelSplit(ctx workflow.Context) {
 			workflow.GetLogger(ctx).Info("cancel not delivered to a chunk", "task", op.in.TaskID, "error", err)
 		}
 	}
-}
-
-// countsOf counts a closed task's results.
-func countsOf(res OperateResult) Counts {
-	if len(res.Chunks) > 0 {
-		return Counts{Total: res.Total, Done: res.Done, Failed: res.Failed}
-	}
-	return Counts{Total: res.Total, Done: res.Done, Failed: proc.CountFailed(res.Results)}
-}
-
-// countsWait bounds one counts query: a chunk's query waits behind every
-// workflow task queued before it on the worker, which in a large fan-out
-// can be thousands of host ops; progress then shows that chunk as it last
-// was rather than wait.
-const countsWait = 5 * time.Second
-
-// ErrCountsLate means the task did not answer its counts query (in time):
-// its workflow is queued behind others, and asking again later will do.
-var ErrCountsLate = errors.New("the task did not answer its counts in time")
-
-// TaskCounts is a task's progress in numbers: the task's counts, and
-// those of each chunk still running asked of the chunk itself. No host's
-// result is read while the task runs. A chunk that does not answer in
-// countsWait counts as the task last counted it. A task on a worker that
-// predates the counts query is counted from its results.
-func TaskCounts(ctx context.Context, c client.Client, taskID string) (Counts, error) {
-	var cnt Counts
-	qctx, cancel := context.WithTimeout(ctx, countsWait)
-	found, err := QueryOpen(qctx, c, taskID, CountsQuery, &cnt)
-	cancel()
-	if err != nil {
-		var qf *serviceerror.QueryFailed
-		switch {
-		case ctx.Err() != nil:
-			return Counts{}, err
-		case !errors.As(err, &qf):
-			// Timed out, or refused while every poller of a busy worker
-			// was taken ("no poller seen"): asking again later will do.
-			return Counts{}, fmt.Errorf("%w: %v", ErrCountsLate, err)
-		}
-		res, err := FetchOperate(ctx, c, taskID)
-		if err != nil {
-			return Counts{}, err
-		}
-		return Counts{Total: res.Total, Done: res.Done, Failed: proc.CountFailed(res.Results)}, nil
-	}
-	if !found {
-		res, err := fetchOne(ctx, c, taskID)
-		if err != nil {
-			return Counts{}, err
-		}
-		return countsOf(res), nil
-	}
-	for i := range cnt.Chunks {
-		ch := &cnt.Chunks[i]
-		if ch.Finished {
-			continue
-		}
-		var part Counts
-		qctx, cancel := context.WithTimeout(ctx, countsWait)
-		found, err := QueryOpen(qctx, c, ch.ID, CountsQuery, &part)
-		cancel()
-		switch {
-		case err != nil && ctx.Err() == nil:
-			continue // as for the task: asked again at the next call
-		case err != nil:
-			return Counts{}, err
-		case !found:
-			// Closed since the task counted it, or (a child chunk)
-			// not started yet.
-			res, err := fetchOne(ctx, c, ch.ID)
-			if errors.Is(err, ErrTaskNotFound) {
-				continue
-			}
-			if err != nil {
-				return Counts{}, err
-			}
-			part = countsOf(res)
-		}
-		ch.Done, ch.Failed = part.Done, part.Failed
-		cnt.Done += part.Done
-		cnt.Failed += part.Failed
-	}
-	return cnt, nil
 }

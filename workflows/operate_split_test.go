@@ -70,7 +70,7 @@ func TestSplitTaskCountsAChunkThatFailedWhole(t *testing.T) {
 	env := operateEnv(t)
 	env.RegisterActivityWithOptions(func(_ context.Context, in AwaitChunkInput) (ChunkCounts, error) {
 		if in.ID == "GSETASK:S/chunk-1" {
-			return ChunkCounts{}, temporal.NewNonRetryableApplicationError("chunk not found", errChunkNotFound, errors.New("gone"))
+			return ChunkCounts{}, temporal.NewNonRetryableApplicationError("chunk not found", ErrChunkNotFound, errors.New("gone"))
 		}
 		return ChunkCounts{ID: in.ID, Total: in.Total, Done: in.Total, Finished: true}, nil
 	}, activity.RegisterOptions{Name: "AwaitChunk"})

@@ -19,6 +19,15 @@ import (
 	"github.com/drover-sh/drover/proc"
 )
 
+func operateEnv(t *testing.T) *testsuite.TestWorkflowEnvironment {
+	t.Helper()
+	var s testsuite.WorkflowTestSuite
+	s.SetLogger(log.NewStructuredLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
+	env := s.NewTestWorkflowEnvironment()
+	env.RegisterWorkflowWithOptions(Operate, workflow.RegisterOptions{Name: OperateWorkflowName})
+	return env
+}
+
 // TestLargeStatusSplitsIntoChunks: a status task of more than ChunkSize
 // items runs as chunk children, so no one result holds every host's
 // content, and the task records its outcome from the chunks' results.

@@ -8,6 +8,47 @@ package workflows
 // TaskQueue is the default queue workers poll.
 const TaskQueue = "drover"
 
+// Activities, under the names workers register them by (the methods of
+// activities.Activities and dispatch.Dispatcher). Histories record these
+// names, so workflows schedule activities by them, never by a method value.
+const (
+	// HostOpActivity runs one op on one host: activities.HostOpInput →
+	// activities.HostOpOutput. Also run as a local activity.
+	HostOpActivity = "HostOp"
+	// HostFilesActivity runs a file op: activities.FilesInput →
+	// activities.FilesOutput.
+	HostFilesActivity = "HostFiles"
+	// WatchActivity watches one host's processes: activities.WatchInput →
+	// activities.WatchOutput.
+	WatchActivity = "Watch"
+	// ShardWatchActivity watches a shard's hosts: activities.ShardWatchInput.
+	ShardWatchActivity = "ShardWatch"
+	// DeliverActivity hands a batch of items to their hosts by OpUpdate:
+	// DeliverInput → []HostReply.
+	DeliverActivity = "Deliver"
+	// StatusActivity probes a batch of status items: StatusInput →
+	// []HostReply.
+	StatusActivity = "Status"
+	// CheckActivity checks a batch of hosts: StatusInput → []HostReply.
+	CheckActivity = "Check"
+	// CancelHostsActivity hands cancels to host workflows:
+	// CancelHostsInput.
+	CancelHostsActivity = "CancelHosts"
+	// AwaitChunkActivity waits for a chunk of a split task:
+	// AwaitChunkInput → ChunkCounts.
+	AwaitChunkActivity = "AwaitChunk"
+	// HealthGateActivity holds a rollout batch's hosts healthy:
+	// HealthGateInput → []HealthFailure.
+	HealthGateActivity = "HealthGate"
+	// ArmWatchActivity arms a host's shard: ArmInput. Also run as a
+	// local activity.
+	ArmWatchActivity = "ArmWatch"
+	// DispatchActivity signals a task's items to their hosts:
+	// DispatchInput → DispatchOutput. Only tasks begun before
+	// VersionDeliverUpdates schedule it.
+	DispatchActivity = "Dispatch"
+)
+
 // Workflow types.
 const (
 	// OperateWorkflowName runs one task (or one chunk of one):

@@ -1,11 +1,7 @@
 package workflows
 
 import (
-	"go.temporal.io/sdk/activity"
-	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
-
-	"github.com/drover-sh/drover/activities"
 )
 
 // workflowDefinitions are drover's workflows under their registered names:
@@ -18,29 +14,15 @@ var workflowDefinitions = []struct {
 	{Rollout, RolloutWorkflowName}, {RolloutChunk, RolloutChunkWorkflowName},
 }
 
-// workflowRegistry is what takes workflows: a worker, a replayer.
-type workflowRegistry interface {
+// WorkflowRegistry is what takes workflows: a worker, a replayer.
+type WorkflowRegistry interface {
 	RegisterWorkflowWithOptions(w any, options workflow.RegisterOptions)
 }
 
-func registerWorkflows(r workflowRegistry) {
+// RegisterWorkflows puts drover's workflows on r under their names. A
+// worker's activities are registered by dispatch.Register.
+func RegisterWorkflows(r WorkflowRegistry) {
 	for _, d := range workflowDefinitions {
 		r.RegisterWorkflowWithOptions(d.Fn, workflow.RegisterOptions{Name: d.Name})
 	}
-}
-
-// Register puts drover's workflows and activities on a worker.
-func Register(w worker.Worker, acts *activities.Activities, d *Dispatcher) {
-	registerWorkflows(w)
-	w.RegisterActivity(acts)
-	w.RegisterActivity(d)
-}
-
-// RegisterWatch puts supervision's watches on the worker of the watch
-// queue: shard watches, and the per-host watches of host workflows begun
-// before shards. Register keeps the per-host one on the ops' worker too,
-// for host workflows begun before watches had their own queue.
-func RegisterWatch(w worker.Worker, acts *activities.Activities) {
-	w.RegisterActivityWithOptions(acts.Watch, activity.RegisterOptions{Name: "Watch"})
-	w.RegisterActivityWithOptions(acts.ShardWatch, activity.RegisterOptions{Name: "ShardWatch"})
 }

@@ -57,7 +57,7 @@ func replayFile(path string) error {
 		return err
 	}
 	r := worker.NewWorkflowReplayer()
-	registerWorkflows(r)
+	RegisterWorkflows(r)
 	return r.ReplayWorkflowHistoryWithOptions(nil, h, worker.ReplayWorkflowHistoryOptions{
 		OriginalExecution: workflow.Execution{ID: originalID(h)},
 	})

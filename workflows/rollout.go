@@ -241,7 +241,6 @@ func (ro *rollout) healthGate(ctx workflow.Context, start, end int) {
 		HeartbeatTimeout:    policies.HeartbeatTimeout,
 		RetryPolicy:         &temporal.RetryPolicy{InitialInterval: time.Second, MaximumAttempts: 3},
 	})
-	var d *Dispatcher
 	type gate struct {
 		index []int
 		fut   workflow.Future
@@ -259,7 +258,7 @@ func (ro *rollout) healthGate(ctx workflow.Context, start, end int) {
 		if len(items) == 0 {
 			continue
 		}
-		g.fut = workflow.ExecuteActivity(actx, d.HealthGate, HealthGateInput{TaskID: ro.in.TaskID, Items: items,
+		g.fut = workflow.ExecuteActivity(actx, HealthGateActivity, HealthGateInput{TaskID: ro.in.TaskID, Items: items,
 			MinHealthy: minHealthy, Every: policies.HealthCheckEvery(minHealthy)})
 		gates = append(gates, g)
 	}

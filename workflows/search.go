@@ -1,8 +1,6 @@
 package workflows
 
 import (
-	"sort"
-
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/drover-sh/drover/proc"
@@ -31,51 +29,12 @@ var SearchAttributeTypes = map[string]string{
 	SAFailedHost.GetName(): "Int", SARolloutBatch.GetName(): "Int", SARolloutState.GetName(): "Keyword",
 }
 
-// maxIndexedHosts bounds DroverHosts: search attributes are small by
-// design; larger tasks are found by op, namespace and process instead.
-const maxIndexedHosts = 100
-
 // Outcomes of a task.
 const (
 	OutcomeRunning = "running"
 	OutcomeOK      = "ok"
 	OutcomeFailed  = "failed" // at least one host ended non-zero
 )
-
-// taskSearchAttributes describes a task at its start.
-func taskSearchAttributes(in OperateInput) temporal.SearchAttributes {
-	return temporal.NewSearchAttributes(taskSearchUpdates(in)...)
-}
-
-// taskSearchUpdates are a task's attributes at its start, as updates.
-func taskSearchUpdates(in OperateInput) []temporal.SearchAttributeUpdate {
-	ns, names, hosts := map[string]bool{}, map[string]bool{}, map[string]bool{}
-	for _, it := range in.Items {
-		// A host check's items name no process.
-		if it.Process != (proc.ProcessID{}) {
-			ns[it.Process.Namespace] = true
-			names[it.Process.Namespace+"/"+it.Process.Name] = true
-		}
-		hosts[it.Target.HostID().String()] = true
-	}
-	upd := []temporal.SearchAttributeUpdate{
-		SAOp.ValueSet(in.Op.String()), SANamespace.ValueSet(sorted(ns)), SAProcess.ValueSet(sorted(names)),
-		SAHostCount.ValueSet(int64(len(hosts))), SAOutcome.ValueSet(OutcomeRunning),
-	}
-	if len(hosts) <= maxIndexedHosts {
-		upd = append(upd, SAHosts.ValueSet(sorted(hosts)))
-	}
-	return upd
-}
-
-func sorted(m map[string]bool) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
-}
 
 // outcomeOf summarises final results.
 func outcomeOf(results []proc.HostResult) (string, int64) {

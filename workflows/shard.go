@@ -1,16 +1,10 @@
 package workflows
 
 import (
-	"context"
-	"errors"
 	"fmt"
-	"slices"
 	"sort"
 	"time"
 
-	"go.temporal.io/api/enums/v1"
-	"go.temporal.io/api/serviceerror"
-	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
@@ -177,8 +171,7 @@ func (s *shard) restart(ctx workflow.Context, now time.Time) {
 		ScheduleToStartTimeout: policies.WatchScheduleToStart,
 		RetryPolicy:            &temporal.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: 10 * time.Second},
 	})
-	var a *activities.Activities
-	s.running = workflow.ExecuteActivity(actx, a.ShardWatch, activities.ShardWatchInput{Shard: s.ID, Epoch: s.Epoch, Members: s.Members})
+	s.running = workflow.ExecuteActivity(actx, ShardWatchActivity, activities.ShardWatchInput{Shard: s.ID, Epoch: s.Epoch, Members: s.Members})
 	s.stop, s.startedAt = cancel, now
 	s.spent += 8
 }
@@ -201,69 +194,4 @@ func (s *shard) ended(ctx workflow.Context, f workflow.Future) {
 		_ = f.Get(ctx, nil) // a host that is gone needs no telling
 	}
 	s.spent += 2 * len(sent)
-}
-
-// ArmWatch arms a host's shard, starting the shard workflow if it is not
-// running; a disarm of a shard that is not running is done already. Arms
-// a worker makes close together go to their shard in one signal: after a
-// fleet op, hundreds of hosts arm at once, and each signal is a write.
-func (d *Dispatcher) ArmWatch(ctx context.Context, in ArmInput) error {
-	d.armsOnce.Do(func() { d.arms = newArmBatcher(d.sendArms) })
-	return d.arms.arm(ctx, in)
-}
-
-// sendArms hands a shard the arms of one batch.
-func (d *Dispatcher) sendArms(ctx context.Context, shard, watchQueue string, arms []ShardArm) error {
-	joins := slices.ContainsFunc(arms, func(a ShardArm) bool { return a.Gen != 0 })
-	if !joins {
-		err := d.Client.SignalWorkflow(ctx, shard, "", ShardArmsSignal, arms)
-		var nf *serviceerror.NotFound
-		if errors.As(err, &nf) {
-			return nil
-		}
-		return err
-	}
-	_, err := d.Client.SignalWithStartWorkflow(ctx, shard, ShardArmsSignal, arms, client.StartWorkflowOptions{
-		ID: shard, TaskQueue: d.TaskQueue, WorkflowIDReusePolicy: enums.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
-	}, WatchShardWorkflowName, ShardState{ID: shard, WatchQueue: watchQueue})
-	return err
-}
-
-// HostLink is how shard watches reach host workflows.
-type HostLink struct{ Client client.Client }
-
-// WatchInput asks a host workflow what it armed its shard with.
-func (l HostLink) WatchInput(ctx context.Context, host string) (activities.HostWatch, bool, error) {
-	var w activities.HostWatch
-	found, err := QueryOpen(ctx, l.Client, host, WatchInputQuery, &w)
-	return w, found, err
-}
-
-// Report tells a host workflow what its shard watch saw, by update: one
-// the host no longer watches for (an op changed what it watches since)
-// is refused by the host's validator, which writes nothing, where a
-// signal cost a workflow task. A host whose worker does not know the
-// update (an older one, mid-deploy) is signalled.
-func (l HostLink) Report(ctx context.Context, host string, ev activities.ShardEvents) (bool, error) {
-	h, err := l.Client.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{WorkflowID: host, UpdateName: WatchEventsUpdate,
-		Args: []any{ev}, WaitForStage: client.WorkflowUpdateStageAccepted})
-	if err == nil {
-		err = h.Get(ctx, nil)
-	}
-	var nf *serviceerror.NotFound
-	var ae *temporal.ApplicationError
-	switch {
-	case err == nil:
-		return true, nil
-	case errors.As(err, &nf):
-		return false, nil
-	case errors.As(err, &ae) && ae.Type() == errStaleWatchEvents:
-		return true, nil
-	case errors.As(err, &ae):
-		err = l.Client.SignalWorkflow(ctx, host, "", WatchEventsSignal, ev)
-		if errors.As(err, &nf) {
-			return false, nil
-		}
-	}
-	return err == nil, err
 }

@@ -99,28 +99,33 @@ func (h *host) watched() []int {
 	return out
 }
 
+// startWatch starts the host's own watch of its watched entries (a host
+// its shard does not watch).
 func (h *host) startWatch(ctx workflow.Context, watched []int) workflow.Future {
 	in := h.watchInput(watched)
-	opts := workflow.ActivityOptions{
-		StartToCloseTimeout: policies.WatchRenew + 10*time.Minute,
-		HeartbeatTimeout:    policies.HeartbeatTimeout,
-		RetryPolicy:         &temporal.RetryPolicy{InitialInterval: time.Second, MaximumInterval: 30 * time.Second, MaximumAttempts: 10},
+	if !h.has(ctx, VersionWatchQueue) {
+		return h.startWatchOnOpsQueue(ctx, in)
 	}
-	if h.has(ctx, VersionWatchQueue) {
+	actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		StartToCloseTimeout: policies.WatchRenew + 10*time.Minute,
+		RetryPolicy:         watchRetryPolicy(),
 		// Watches hold their slot for up to WatchRenew: on the ops' queue
 		// they would make every op wait for a slot. A watch no worker
 		// takes up in time fails, and the host records that supervision
 		// is paused, rather than going unwatched silently.
-		opts.TaskQueue = h.watchQueue(ctx)
-		opts.ScheduleToStartTimeout = policies.WatchScheduleToStart
+		TaskQueue:              h.watchQueue(ctx),
+		ScheduleToStartTimeout: policies.WatchScheduleToStart,
 		// Each heartbeat is a request to the server: one per watch every
 		// 0.8 heartbeat timeouts (the SDK's throttle) is most of what a
 		// quiet fleet costs it.
-		opts.HeartbeatTimeout = policies.WatchHeartbeatTimeout
-	}
-	actx := workflow.WithActivityOptions(ctx, opts)
-	var a *activities.Activities
-	return workflow.ExecuteActivity(actx, a.Watch, in)
+		HeartbeatTimeout: policies.WatchHeartbeatTimeout,
+	})
+	return workflow.ExecuteActivity(actx, WatchActivity, in)
+}
+
+// watchRetryPolicy is how the server retries a host's own watch.
+func watchRetryPolicy() *temporal.RetryPolicy {
+	return &temporal.RetryPolicy{InitialInterval: time.Second, MaximumInterval: 30 * time.Second, MaximumAttempts: 10}
 }
 
 func (h *host) target() proc.Target { return proc.Target{CloudID: h.Host.CloudID, IP: h.Host.IP} }

@@ -38,11 +38,7 @@ type attemptFailure struct {
 func (h *host) runTaskOp(ctx workflow.Context, req HostRequest, e Entry, in activities.HostOpInput) activities.HostOpOutput {
 	op := &taskOp{req: req, e: e, in: in}
 	if !h.has(ctx, VersionTaskOpAttempts) {
-		out, err := h.tryOp(ctx, op, policies.OpAttempts)
-		if err != nil {
-			out = activities.HostOpOutput{Result: activityFailure(err)}
-		}
-		return out
+		return h.runTaskOpWhole(ctx, op)
 	}
 	op.local = h.has(ctx, VersionTaskOpLocal)
 	for n := 1; ; n++ {
@@ -68,12 +64,11 @@ func (h *host) runTaskOp(ctx workflow.Context, req HostRequest, e Entry, in acti
 // activity: the activity finds the command the local one started on the
 // host and waits for it, so the op is neither cut short nor run twice.
 func (h *host) tryOp(ctx workflow.Context, op *taskOp, attempts int) (activities.HostOpOutput, error) {
-	var a *activities.Activities
 	op.started = false
 	if op.local {
 		op.started = true
 		lctx, cancel := workflow.WithCancel(ctx)
-		out, err := h.awaitOp(ctx, op, workflow.ExecuteLocalActivity(localOpOptions(lctx, op.in), a.HostOp, op.in), cancel)
+		out, err := h.awaitOp(ctx, op, workflow.ExecuteLocalActivity(localOpOptions(lctx, op.in), HostOpActivity, op.in), cancel)
 		cancel()
 		if !outlasted(err) {
 			return out, err
@@ -81,7 +76,7 @@ func (h *host) tryOp(ctx workflow.Context, op *taskOp, attempts int) (activities
 	}
 	actx, cancel := workflow.WithCancel(ctx)
 	defer cancel()
-	return h.awaitOp(ctx, op, workflow.ExecuteActivity(opOptions(actx, op.in, attempts), a.HostOp, op.in), cancel)
+	return h.awaitOp(ctx, op, workflow.ExecuteActivity(opOptions(actx, op.in, attempts), HostOpActivity, op.in), cancel)
 }
 
 // localOpOptions are a local op's options: it has policies.LocalOpBudget,

@@ -49,7 +49,9 @@ type Change struct {
 	Workflow string
 	// What the change does, and what the old branch did.
 	What string
-	// Old is where the code only old histories reach lives.
+	// Old is where the code only old histories reach lives: files (of
+	// workflows, or from the repository's root) each with the function
+	// holding the branch, comma-separated; "gone" once it is retired.
 	Old string
 }
 
@@ -72,20 +74,22 @@ var Ledger = []Change{
 	{8, VersionCrontabZone, HostWorkflowName,
 		"crontab rules are read in the zone the watch learned (in UTC)", "supervise.go setZone"},
 	{9, VersionWatchQueue, HostWorkflowName,
-		"watches run on their own task queue (on the ops' queue)", "supervise.go startWatch"},
+		"watches run on their own task queue (on the ops' queue)", "old_host.go startWatchOnOpsQueue"},
 	{10, VersionWatchShard, HostWorkflowName,
 		"a host is watched by its shard's watch (by a watch activity of its own)", "watchshard.go sharded"},
 	{11, VersionCancelTask, HostWorkflowName + ", " + OperateWorkflowName,
-		"a task's cancel reaches its hosts, which end or drop its requests (the cancel was ignored)", "cancel.go, operate_cancel.go"},
+		"a task's cancel reaches its hosts, which end or drop its requests (the cancel was ignored)",
+		"cancel.go cancelTask, operate_cancel.go cancel, operate_chunks.go cancelChunks, old_operate.go undelivered"},
 	{12, VersionRegistryMemo, HostWorkflowName,
 		"a host keeps its registry digest in its memo (none)", "digest.go publish"},
 	{13, VersionRenewSignal, HostWorkflowName,
 		"a renew signal has the host continue as new at its next op (ignored)", "host.go renewAsked"},
 	{14, VersionTaskOpAttempts, HostWorkflowName,
-		"a task's op is retried by its host, one activity per attempt (the server retried one activity)", "legacy_host.go"},
+		"a task's op is retried by its host, one activity per attempt (the server retried one activity)", "old_host.go runTaskOpWhole"},
 	{15, VersionDeliverUpdates, OperateWorkflowName,
 		"a task hands its items to hosts by update in batches and reads their answers from the batches " +
-			"(a Dispatch activity signalled every host, and each host signalled its answer back)", "legacy_operate.go"},
+			"(a Dispatch activity signalled every host, and each host signalled its answer back)",
+		"old_operate.go runSignalled, old_host.go replyBySignal, activities/dispatch/old_dispatch.go Dispatch"},
 	{16, VersionTaskOpLocal, HostWorkflowName,
 		"a task's op runs as a local activity for up to policies.LocalOpBudget, then as an activity (always an activity)", "task_op.go tryOp"},
 	{17, VersionRegistrySpecs, HostWorkflowName,

@@ -87,3 +87,39 @@ func TestLedger(t *testing.T) {
 		}
 	}
 }
+
+// TestLedgerSaysWhereOldBranchesLive: each ledger entry's Old names files
+// that exist, each with the function that holds the old branch, so the
+// ledger leads to the code a retirement deletes.
+func TestLedgerSaysWhereOldBranchesLive(t *testing.T) {
+	for _, c := range Ledger {
+		if strings.HasPrefix(c.Old, "gone") {
+			continue
+		}
+		for _, where := range strings.Split(c.Old, ", ") {
+			file, fn, ok := strings.Cut(where, " ")
+			if !ok {
+				t.Errorf("ledger entry %s: %q names no function", c.ID, where)
+				continue
+			}
+			path := file
+			if strings.Contains(file, "/") {
+				path = filepath.Join("..", file) // from the repository's root
+			}
+			f, err := parser.ParseFile(token.NewFileSet(), path, nil, 0)
+			if err != nil {
+				t.Errorf("ledger entry %s: %v", c.ID, err)
+				continue
+			}
+			found := false
+			for _, d := range f.Decls {
+				if fd, ok := d.(*ast.FuncDecl); ok && fd.Name.Name == fn {
+					found = true
+				}
+			}
+			if !found {
+				t.Errorf("ledger entry %s: %s declares no function %s", c.ID, file, fn)
+			}
+		}
+	}
+}

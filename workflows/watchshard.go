@@ -38,14 +38,6 @@ type ShardArm struct {
 	Gen  int    `json:"gen"`
 }
 
-// ArmInput is one arm of a shard, through the ArmWatch activity.
-type ArmInput struct {
-	Shard string   `json:"shard"`
-	Arm   ShardArm `json:"arm"`
-	// WatchQueue is where the shard runs its watch, when the arm starts it.
-	WatchQueue string `json:"watch_queue"`
-}
-
 // sharded reports whether the host's watched processes are watched by its
 // shard. Hosts that took the default version (their runs began before
 // shards) keep a watch of their own, as does every host while
@@ -136,15 +128,15 @@ func (h *host) current(ev activities.ShardEvents, in activities.WatchInput) bool
 	return ev.Gen == h.WatchGen && h.armed != nil && sameWatchInput(*h.armed, in)
 }
 
-// errStaleWatchEvents is the type of the error a host refuses events with
+// ErrStaleWatchEvents is the type of the error a host refuses events with
 // that it no longer watches for.
-const errStaleWatchEvents = "StaleWatchEvents"
+const ErrStaleWatchEvents = "StaleWatchEvents"
 
 // validWatchEvents refuses events the host would not act on, before they
 // cost it a workflow task.
 func (h *host) validWatchEvents(_ workflow.Context, ev activities.ShardEvents) error {
 	if !h.current(ev, h.watchInput(h.watched())) {
-		return temporal.NewApplicationError(fmt.Sprintf("watch events of generation %d: the host watches generation %d", ev.Gen, h.WatchGen), errStaleWatchEvents)
+		return temporal.NewApplicationError(fmt.Sprintf("watch events of generation %d: the host watches generation %d", ev.Gen, h.WatchGen), ErrStaleWatchEvents)
 	}
 	return nil
 }
@@ -209,13 +201,12 @@ func (h *host) armShard(ctx workflow.Context, shard string, gen int) workflow.Fu
 	queue := h.watchQueue(ctx)
 	in := ArmInput{Shard: shard, WatchQueue: queue, Arm: ShardArm{Host: HostWorkflowID(h.Host), Gen: gen}}
 	retry := &temporal.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 2, MaximumAttempts: 5}
-	var d *Dispatcher
 	if h.has(ctx, VersionArmLocal) {
 		lctx := workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{StartToCloseTimeout: 30 * time.Second, RetryPolicy: retry})
-		return workflow.ExecuteLocalActivity(lctx, d.ArmWatch, in)
+		return workflow.ExecuteLocalActivity(lctx, ArmWatchActivity, in)
 	}
 	actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{StartToCloseTimeout: 30 * time.Second, RetryPolicy: retry})
-	return workflow.ExecuteActivity(actx, d.ArmWatch, in)
+	return workflow.ExecuteActivity(actx, ArmWatchActivity, in)
 }
 
 // watchQuery answers the shard watch: the armed generation and its input.

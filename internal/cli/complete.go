@@ -11,6 +11,7 @@ import (
 	tlog "go.temporal.io/sdk/log"
 
 	"github.com/drover-sh/drover/internal/config"
+	"github.com/drover-sh/drover/internal/engine"
 	"github.com/drover-sh/drover/inventory"
 	"github.com/drover-sh/drover/proc"
 	"github.com/drover-sh/drover/workflows"
@@ -117,7 +118,7 @@ func registered(cmd *cobra.Command, pick func(workflows.ProcDigest) string) []st
 	defer c.Close()
 	ctx, cancel := context.WithTimeout(cmd.Context(), completionTimeout)
 	defer cancel()
-	digests, err := workflows.ListDigests(ctx, c, opts.DataConverter, cfg.TaskQueue, keep)
+	digests, err := engine.ListDigests(ctx, c, opts.DataConverter, cfg.TaskQueue, keep)
 	if err != nil {
 		return nil
 	}

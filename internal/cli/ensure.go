@@ -11,10 +11,10 @@ import (
 
 	"github.com/drover-sh/drover/gseapi"
 	"github.com/drover-sh/drover/internal/config"
+	"github.com/drover-sh/drover/internal/engine"
 	"github.com/drover-sh/drover/inventory"
 	"github.com/drover-sh/drover/policies"
 	"github.com/drover-sh/drover/proc"
-	"github.com/drover-sh/drover/workflows"
 )
 
 type ensureFlags struct {
@@ -83,7 +83,7 @@ func runEnsure(cmd *cobra.Command, f ensureFlags) error {
 		return err
 	}
 	defer c.Close()
-	eng := engine(c, cfg, inv)
+	eng := taskEngine(c, cfg, inv)
 	seen, err := runEnsureTask(ctx, eng, status)
 	if err != nil {
 		return err
@@ -126,7 +126,7 @@ func runEnsure(cmd *cobra.Command, f ensureFlags) error {
 }
 
 // ensureStage runs op on hosts[idx] and records each host's outcome.
-func ensureStage(ctx context.Context, eng *workflows.Engine, f ensureFlags, op proc.OpType, hosts []inventory.Host, idx []int, rows []ensureRow) error {
+func ensureStage(ctx context.Context, eng *engine.Engine, f ensureFlags, op proc.OpType, hosts []inventory.Host, idx []int, rows []ensureRow) error {
 	api := gseapi.APIOperateProcess
 	if op == proc.OpSpecUnregister {
 		api = gseapi.APIUnregisterProcInfo
@@ -169,7 +169,7 @@ func ensureTask(api string, op proc.OpType, f verbFlags, hosts []inventory.Host)
 	return gseapi.DecodeTask(api, body)
 }
 
-func runEnsureTask(ctx context.Context, eng *workflows.Engine, task *gseapi.Task) (map[string]proc.HostResult, error) {
+func runEnsureTask(ctx context.Context, eng *engine.Engine, task *gseapi.Task) (map[string]proc.HostResult, error) {
 	id, err := eng.Start(ctx, task)
 	if err != nil {
 		return nil, &ExitError{Code: ExitUnavailable, Err: err}

@@ -16,6 +16,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/drover-sh/drover/internal/config"
+	"github.com/drover-sh/drover/internal/engine"
 	"github.com/drover-sh/drover/inventory"
 	"github.com/drover-sh/drover/proc"
 	"github.com/drover-sh/drover/workflows"
@@ -122,7 +123,7 @@ func collectEvents(ctx context.Context, c client.Client, hosts []inventory.Host)
 	for _, h := range hosts {
 		g.Go(func() error {
 			var evs []workflows.Event
-			if _, err := workflows.QueryOpen(ctx, c, workflows.HostWorkflowID(h.ID()), workflows.EventsQuery, &evs); err != nil {
+			if _, err := engine.QueryOpen(ctx, c, workflows.HostWorkflowID(h.ID()), workflows.EventsQuery, &evs); err != nil {
 				return fmt.Errorf("events: %w", err)
 			}
 			mu.Lock()

@@ -12,6 +12,7 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
 
+	"github.com/drover-sh/drover/internal/engine"
 	"github.com/drover-sh/drover/proc"
 	"github.com/drover-sh/drover/workflows"
 )
@@ -103,7 +104,7 @@ func follow(ctx context.Context, c client.Client, dc converter.DataConverter, se
 				continue
 			}
 			var evs []workflows.Event
-			if _, err := workflows.QueryOpen(ctx, c, workflows.HostWorkflowID(h), workflows.EventsQuery, &evs); err != nil {
+			if _, err := engine.QueryOpen(ctx, c, workflows.HostWorkflowID(h), workflows.EventsQuery, &evs); err != nil {
 				if ctx.Err() != nil {
 					return nil
 				}

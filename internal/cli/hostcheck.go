@@ -64,7 +64,7 @@ func runHostsCheck(cmd *cobra.Command, selector, output string, timeout time.Dur
 		return err
 	}
 	defer c.Close()
-	eng := engine(c, cfg, nil)
+	eng := taskEngine(c, cfg, nil)
 	id, err := eng.Start(ctx, task)
 	if err != nil {
 		return &ExitError{Code: ExitUnavailable, Err: err}

@@ -7,6 +7,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/drover-sh/drover/internal/config"
+	"github.com/drover-sh/drover/internal/hostloss"
 	"github.com/drover-sh/drover/proc"
 	"github.com/drover-sh/drover/workflows"
 )
@@ -32,7 +33,7 @@ func newHostCommand() *cobra.Command {
 				return err
 			}
 			defer c.Close()
-			run, err := workflows.RestoreHost(cmd.Context(), c, cfg.TemporalNamespace, h)
+			run, err := hostloss.Restore(cmd.Context(), c, cfg.TemporalNamespace, h)
 			if err != nil {
 				return &ExitError{Code: ExitBadRequest, Err: err}
 			}
@@ -55,7 +56,7 @@ func newHostCommand() *cobra.Command {
 				return err
 			}
 			defer c.Close()
-			run, err := workflows.ForgetHost(cmd.Context(), c, cfg.TaskQueue, h, yes)
+			run, err := hostloss.Forget(cmd.Context(), c, cfg.TaskQueue, h, yes)
 			if err != nil {
 				return &ExitError{Code: ExitBadRequest, Err: err}
 			}

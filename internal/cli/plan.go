@@ -14,6 +14,7 @@ import (
 	"github.com/drover-sh/drover/activities"
 	"github.com/drover-sh/drover/gseapi"
 	"github.com/drover-sh/drover/internal/config"
+	"github.com/drover-sh/drover/internal/engine"
 	"github.com/drover-sh/drover/inventory"
 	"github.com/drover-sh/drover/proc"
 	"github.com/drover-sh/drover/workflows"
@@ -208,7 +209,7 @@ func queryRegistry(c func() (client.Client, error)) registryReader {
 			if err != nil {
 				return nil, err
 			}
-			if _, err := workflows.QueryOpen(ctx, cl, workflows.HostWorkflowID(h), workflows.RegistryQuery, &entries); err != nil {
+			if _, err := engine.QueryOpen(ctx, cl, workflows.HostWorkflowID(h), workflows.RegistryQuery, &entries); err != nil {
 				return nil, &ExitError{Code: ExitUnavailable, Err: fmt.Errorf("read the registry of %s: %w", h, err)}
 			}
 			cache[h] = entries

@@ -15,6 +15,7 @@ import (
 
 	"github.com/drover-sh/drover/gseapi"
 	"github.com/drover-sh/drover/internal/config"
+	"github.com/drover-sh/drover/internal/engine"
 	"github.com/drover-sh/drover/inventory"
 	"github.com/drover-sh/drover/proc"
 	"github.com/drover-sh/drover/workflows"
@@ -115,14 +116,14 @@ func runPs(cmd *cobra.Command, f psFlags) error {
 	defer c.Close()
 	// The memos are payloads: with payload encryption on, the converter
 	// that holds the key decodes them.
-	digests, err := workflows.ListDigests(ctx, c, opts.DataConverter, cfg.TaskQueue, func(h proc.HostID) bool { return selected[h] })
+	digests, err := engine.ListDigests(ctx, c, opts.DataConverter, cfg.TaskQueue, func(h proc.HostID) bool { return selected[h] })
 	if err != nil {
 		return &ExitError{Code: ExitUnavailable, Err: err}
 	}
 	now := time.Now()
 	rows := psRows(digests, f, now)
 	if f.probe && len(rows) > 0 {
-		eng := engine(c, cfg, nil)
+		eng := taskEngine(c, cfg, nil)
 		if err := probeRows(ctx, eng, rows, cmd.ErrOrStderr(), now); err != nil {
 			return &ExitError{Code: ExitUnavailable, Err: err}
 		}
@@ -136,7 +137,7 @@ func runPs(cmd *cobra.Command, f psFlags) error {
 }
 
 // psRows turns digests into rows, keeping the processes the flags ask for.
-func psRows(digests []workflows.HostDigest, f psFlags, now time.Time) []psRow {
+func psRows(digests []engine.HostDigest, f psFlags, now time.Time) []psRow {
 	rows := []psRow{}
 	since := now.Add(-workflows.RestartWindow).Unix()
 	for _, hd := range digests {
@@ -174,7 +175,7 @@ func psRows(digests []workflows.HostDigest, f psFlags, now time.Time) []psRow {
 }
 
 // probeRows asks the hosts for every row's process with one status op.
-func probeRows(ctx context.Context, eng *workflows.Engine, rows []psRow, progress io.Writer, now time.Time) error {
+func probeRows(ctx context.Context, eng *engine.Engine, rows []psRow, progress io.Writer, now time.Time) error {
 	task := &gseapi.Task{API: gseapi.APIOperateProcess, Op: proc.OpStatus}
 	for _, r := range rows {
 		task.Items = append(task.Items, r.item)

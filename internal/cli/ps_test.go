@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/drover-sh/drover/internal/engine"
 	"github.com/drover-sh/drover/proc"
 	"github.com/drover-sh/drover/workflows"
 )
@@ -13,7 +14,7 @@ import (
 func TestPsPutsWhatIsWrongFirst(t *testing.T) {
 	now := time.Unix(1_800_000_000, 0)
 	ago := func(d time.Duration) int64 { return now.Add(-d).Unix() }
-	digests := []workflows.HostDigest{
+	digests := []engine.HostDigest{
 		{Host: proc.HostID{IP: "10.0.0.1"}, Digest: workflows.Digest{Procs: []workflows.ProcDigest{
 			{Namespace: "web", Name: "svc", Managed: true, Expected: true, Actual: "running", Pid: 41, Supervised: true, SeenAt: ago(time.Hour)},
 			{Namespace: "web", Name: "cron", Expected: false, Actual: "stopped", SeenAt: ago(3 * time.Minute)},
@@ -68,7 +69,7 @@ func TestPsDoesNotClaimSupervisionThatFailed(t *testing.T) {
 	now := time.Unix(1_800_000_000, 0)
 	running := workflows.ProcDigest{Namespace: "web", Name: "svc", Managed: true, Expected: true, Actual: "running", Pid: 7,
 		Supervised: true, SeenAt: now.Add(-time.Hour).Unix()}
-	digests := []workflows.HostDigest{
+	digests := []engine.HostDigest{
 		{Host: proc.HostID{IP: "10.0.0.1"}, Digest: workflows.Digest{Procs: []workflows.ProcDigest{running},
 			WatchFailedAt: now.Add(-2 * time.Minute).Unix()}},
 		// A failure before the process was last seen is history.

@@ -97,7 +97,7 @@ func newRolloutCommand() *cobra.Command {
 			}
 			defer c.Close()
 			body, _ := json.Marshal(map[string]string{"task_id": id})
-			resp, outcome := gseapi.RolloutCall(cmd.Context(), engine(c, cfg, nil), action, body, nil)
+			resp, outcome := gseapi.RolloutCall(cmd.Context(), taskEngine(c, cfg, nil), action, body, nil)
 			return finish(cmd, resp, outcome)
 		},
 	}

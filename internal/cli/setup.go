@@ -11,6 +11,7 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/drover-sh/drover/internal/config"
+	"github.com/drover-sh/drover/internal/engine"
 	"github.com/drover-sh/drover/workflows"
 )
 
@@ -34,7 +35,7 @@ func Setup(ctx context.Context, cfg config.Config, renewAll bool, out io.Writer)
 	if err := addSearchAttributes(ctx, c, cfg, out); err != nil {
 		return err
 	}
-	n, err := workflows.RenewHosts(ctx, c, cfg.TaskQueue, renewAll)
+	n, err := engine.RenewHosts(ctx, c, cfg.TaskQueue, renewAll)
 	if err != nil {
 		return err
 	}

@@ -167,7 +167,7 @@ func callAPI(ctx context.Context, cmd *cobra.Command, cfg config.Config, name st
 	if err != nil {
 		return &ExitError{Code: ExitBadRequest, Err: err}
 	}
-	eng := engine(c, cfg, inv)
+	eng := taskEngine(c, cfg, inv)
 	if slices.Contains(gseapi.FileAPIs, name) {
 		store, err := openStore(ctx, cfg)
 		if err != nil {
@@ -245,7 +245,7 @@ func newCancelCommand() *cobra.Command {
 				return err
 			}
 			defer c.Close()
-			resp, outcome := gseapi.Call(cmd.Context(), engine(c, cfg, nil), gseapi.APICancelTask, body, false)
+			resp, outcome := gseapi.Call(cmd.Context(), taskEngine(c, cfg, nil), gseapi.APICancelTask, body, false)
 			return finish(cmd, resp, outcome)
 		},
 	}
@@ -258,7 +258,7 @@ func fetchResult(ctx context.Context, cmd *cobra.Command, cfg config.Config, tas
 	}
 	defer c.Close()
 	body, _ := json.Marshal(map[string]string{"task_id": taskID})
-	resp, outcome := gseapi.Call(ctx, engine(c, cfg, nil), gseapi.APIGetProcOperateResult, body, false)
+	resp, outcome := gseapi.Call(ctx, taskEngine(c, cfg, nil), gseapi.APIGetProcOperateResult, body, false)
 	return finish(cmd, resp, outcome)
 }
 

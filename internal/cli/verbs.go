@@ -18,6 +18,7 @@ import (
 
 	"github.com/drover-sh/drover/gseapi"
 	"github.com/drover-sh/drover/internal/config"
+	"github.com/drover-sh/drover/internal/engine"
 	"github.com/drover-sh/drover/inventory"
 	"github.com/drover-sh/drover/policies"
 	"github.com/drover-sh/drover/proc"
@@ -154,7 +155,7 @@ func runTask(cmd *cobra.Command, cfg config.Config, task *gseapi.Task, f verbFla
 		return err
 	}
 	defer c.Close()
-	eng := engine(c, cfg, nil)
+	eng := taskEngine(c, cfg, nil)
 	// A read verb prints its answer wherever its output goes (a cron job,
 	// a CI step); a write verb waits only on a terminal, and in a script
 	// prints the task id for the script to follow.
@@ -245,14 +246,14 @@ func hostsBody(f verbFlags, hosts []inventory.Host) map[string]any {
 // waitWithProgress polls the task's counts, drawing done/failed/total on
 // w, and reads every host's result once, when all are done: reading them
 // on every tick would cost a large task's every chunk each time.
-func waitWithProgress(ctx context.Context, eng *workflows.Engine, id string, total int, w io.Writer) (map[string]proc.HostResult, error) {
+func waitWithProgress(ctx context.Context, eng *engine.Engine, id string, total int, w io.Writer) (map[string]proc.HostResult, error) {
 	tick := time.NewTicker(300 * time.Millisecond)
 	defer tick.Stop()
 	var last workflows.Counts
 	for {
 		cnt, err := eng.Counts(ctx, id)
 		switch {
-		case errors.Is(err, workflows.ErrCountsLate):
+		case errors.Is(err, engine.ErrCountsLate):
 			// Busy, not gone: the bar stays as it was until the next tick.
 			cnt = last
 		case err != nil:

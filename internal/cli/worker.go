@@ -15,8 +15,10 @@ import (
 	"go.temporal.io/sdk/worker"
 
 	"github.com/drover-sh/drover/activities"
+	"github.com/drover-sh/drover/activities/dispatch"
 	"github.com/drover-sh/drover/gseapi"
 	"github.com/drover-sh/drover/internal/config"
+	"github.com/drover-sh/drover/internal/engine"
 	"github.com/drover-sh/drover/internal/filestore"
 	"github.com/drover-sh/drover/internal/metrics"
 	"github.com/drover-sh/drover/internal/version"
@@ -31,16 +33,16 @@ func Dial(cfg config.Config, logger *slog.Logger) (client.Client, error) {
 	return dialWithMetrics(cfg, logger, nil, "")
 }
 
-// engine is the task engine of the starter's commands and the HTTP
+// taskEngine is the task engine of the starter's commands and the HTTP
 // server: it decodes host workflows' memos as the client encodes payloads,
 // and with an inventory it maps agent ids.
-func engine(c client.Client, cfg config.Config, inv *inventory.Inventory) *workflows.Engine {
-	return &workflows.Engine{Client: c, TaskQueue: cfg.TaskQueue, Inventory: inv, DataConverter: dataConverter(cfg)}
+func taskEngine(c client.Client, cfg config.Config, inv *inventory.Inventory) *engine.Engine {
+	return &engine.Engine{Client: c, TaskQueue: cfg.TaskQueue, Inventory: inv, DataConverter: dataConverter(cfg)}
 }
 
-// engineWith is engine keeping pushed contents in store.
-func engineWith(c client.Client, cfg config.Config, inv *inventory.Inventory, store gseapi.ContentStore) *workflows.Engine {
-	e := engine(c, cfg, inv)
+// engineWith is taskEngine keeping pushed contents in store.
+func engineWith(c client.Client, cfg config.Config, inv *inventory.Inventory, store gseapi.ContentStore) *engine.Engine {
+	e := taskEngine(c, cfg, inv)
 	e.Files = store
 	return e
 }
@@ -142,8 +144,8 @@ func StartWorker(cfg config.Config, logger *slog.Logger) (*Worker, error) {
 	})
 	winrm := transport.NewWinRM(transport.WinRMOptions{})
 	acts := &activities.Activities{Inventory: inv, Runner: m.Track(transport.Multi{SSH: ssh, WinRM: winrm}),
-		Files: transport.Multi{SSH: ssh, WinRM: winrm}, Store: store, Hosts: workflows.HostLink{Client: c}}
-	workflows.Register(w, acts, &workflows.Dispatcher{Client: c, TaskQueue: cfg.TaskQueue, Inventory: inv, Acts: acts, DataConverter: dataConverter(cfg),
+		Files: transport.Multi{SSH: ssh, WinRM: winrm}, Store: store, Hosts: dispatch.HostLink{Client: c}}
+	dispatch.Register(w, acts, &dispatch.Dispatcher{Client: c, TaskQueue: cfg.TaskQueue, Inventory: inv, Acts: acts, DataConverter: dataConverter(cfg),
 		Supervision: workflows.Supervision{Interval: cfg.SuperviseInterval, LimitPolls: cfg.LimitPolls,
 			TimeZone: cfg.CrontabZone(), WatchQueue: cfg.WatchQueue(), WatchShards: cfg.WatchShards, Off: cfg.NoSupervision}})
 	// Watches are long-lived: on a queue of their own, with their own
@@ -155,7 +157,7 @@ func StartWorker(cfg config.Config, logger *slog.Logger) (*Worker, error) {
 	// timeout.
 	watches := worker.New(c, cfg.WatchQueue(), worker.Options{MaxConcurrentActivityExecutionSize: cfg.MaxConcurrentWatches,
 		DisableWorkflowWorker: true, WorkerStopTimeout: watchStopTimeout, MaxConcurrentActivityTaskPollers: 1})
-	workflows.RegisterWatch(watches, acts)
+	dispatch.RegisterWatch(watches, acts)
 	wk := &Worker{Client: c, SSH: ssh, WinRM: winrm, Metrics: m, Inventory: inv, live: live, store: store, w: w, watches: watches, stopMetrics: func() {}}
 	if cfg.MetricsListen != "" {
 		ln, err := net.Listen("tcp", cfg.MetricsListen)

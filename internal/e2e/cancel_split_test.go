@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/drover-sh/drover/gseapi"
+	"github.com/drover-sh/drover/internal/engine"
 	"github.com/drover-sh/drover/policies"
 	"github.com/drover-sh/drover/proc"
 	"github.com/drover-sh/drover/workflows"
@@ -41,7 +42,7 @@ func TestCancelSplitTask(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	task := gseapi.NewTaskID(time.Now())
-	if err := workflows.StartOperate(ctx, e.client, e.cfg.TaskQueue, workflows.OperateInput{TaskID: task, Op: proc.OpStart, Items: items}); err != nil {
+	if err := engine.StartOperate(ctx, e.client, e.cfg.TaskQueue, workflows.OperateInput{TaskID: task, Op: proc.OpStart, Items: items}); err != nil {
 		t.Fatal(err)
 	}
 	// Both chunks are running their items: some start_cmd waits on each

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/drover-sh/drover/internal/engine"
 	"github.com/drover-sh/drover/proc"
 	"github.com/drover-sh/drover/workflows"
 )
@@ -61,7 +62,7 @@ func TestCancelRestartMidWay(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		var err error
-		progress, err = workflows.FetchOperate(ctx, e.client, task)
+		progress, err = engine.FetchOperate(ctx, e.client, task)
 		return err == nil && progress.Done >= open
 	})
 	// Every closed gate has its restart_cmd waiting at it before the
@@ -139,12 +140,12 @@ func (e *env) explainIfStuck(t *testing.T, task string, limit time.Duration) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), limit)
 	defer cancel()
-	if _, err := workflows.WaitOperate(ctx, e.client, task); err == nil {
+	if _, err := engine.WaitOperate(ctx, e.client, task); err == nil {
 		return
 	}
 	qctx, qcancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer qcancel()
-	res, err := workflows.FetchOperate(qctx, e.client, task)
+	res, err := engine.FetchOperate(qctx, e.client, task)
 	if err != nil {
 		t.Fatalf("task %s still running after %s: %v", task, limit, err)
 	}

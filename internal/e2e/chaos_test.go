@@ -18,6 +18,7 @@ import (
 	"go.temporal.io/sdk/converter"
 
 	"github.com/drover-sh/drover/gseapi"
+	"github.com/drover-sh/drover/internal/engine"
 	"github.com/drover-sh/drover/internal/testbed"
 	"github.com/drover-sh/drover/proc"
 	"github.com/drover-sh/drover/workflows"
@@ -168,7 +169,7 @@ func (e *env) tryStartOp(op proc.OpType, ids []ident) (string, error) {
 	in := workflows.OperateInput{TaskID: gseapi.NewTaskID(time.Now()), Op: op, Items: items}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	if err := workflows.StartOperate(ctx, e.client, e.cfg.TaskQueue, in); err != nil {
+	if err := engine.StartOperate(ctx, e.client, e.cfg.TaskQueue, in); err != nil {
 		return "", fmt.Errorf("start %v: %w", op, err)
 	}
 	return in.TaskID, nil
@@ -179,7 +180,7 @@ func (e *env) waitOp(t *testing.T, taskID string, limit time.Duration) map[strin
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), limit)
 	defer cancel()
-	res, err := workflows.WaitOperateAll(ctx, e.client, taskID)
+	res, err := engine.WaitOperateAll(ctx, e.client, taskID)
 	if err != nil {
 		t.Fatalf("task %s: %v", taskID, err)
 	}
@@ -436,7 +437,7 @@ func TestChaosHungSSHD(t *testing.T) {
 	waitFor(t, 2*opTimeout+time.Minute, "restart over a hung host", func() bool {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		p, err := workflows.FetchOperate(ctx, e.client, task)
+		p, err := engine.FetchOperate(ctx, e.client, task)
 		if err != nil {
 			return false
 		}

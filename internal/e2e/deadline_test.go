@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/drover-sh/drover/gseapi"
+	"github.com/drover-sh/drover/internal/engine"
 	"github.com/drover-sh/drover/proc"
 	"github.com/drover-sh/drover/workflows"
 )
@@ -37,7 +38,7 @@ func TestDeadlineQueuedRequestNeverRunsLate(t *testing.T) {
 	defer cancel()
 	first := workflows.OperateInput{TaskID: gseapi.NewTaskID(time.Now()), Op: proc.OpStart,
 		Items: []proc.Item{{Target: target, Process: proc.ProcessID{Namespace: "dl", Name: "hung"}, Spec: &hung}}}
-	if err := workflows.StartOperate(ctx, e.client, e.cfg.TaskQueue, first); err != nil {
+	if err := engine.StartOperate(ctx, e.client, e.cfg.TaskQueue, first); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, time.Minute, "the hung start_cmd under way", func() bool {
@@ -46,10 +47,10 @@ func TestDeadlineQueuedRequestNeverRunsLate(t *testing.T) {
 	})
 	second := workflows.OperateInput{TaskID: gseapi.NewTaskID(time.Now()), Op: proc.OpStart,
 		Items: []proc.Item{{Target: target, Process: proc.ProcessID{Namespace: "dl", Name: "late"}, Spec: &late}}}
-	if err := workflows.StartOperate(ctx, e.client, e.cfg.TaskQueue, second); err != nil {
+	if err := engine.StartOperate(ctx, e.client, e.cfg.TaskQueue, second); err != nil {
 		t.Fatal(err)
 	}
-	late2, err := workflows.WaitOperateAll(ctx, e.client, second.TaskID)
+	late2, err := engine.WaitOperateAll(ctx, e.client, second.TaskID)
 	if err != nil || len(late2.Results) != 1 {
 		t.Fatalf("the queued start: %+v %v", late2, err)
 	}
@@ -61,7 +62,7 @@ func TestDeadlineQueuedRequestNeverRunsLate(t *testing.T) {
 	if n := startsLogged(t, h, "late"); n != 0 {
 		t.Fatalf("the late start ran start_cmd %d times, want never", n)
 	}
-	res, err := workflows.WaitOperateAll(ctx, e.client, first.TaskID)
+	res, err := engine.WaitOperateAll(ctx, e.client, first.TaskID)
 	if err != nil || len(res.Results) != 1 {
 		t.Fatalf("the hung start: %+v %v", res, err)
 	}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/drover-sh/drover/gseapi"
+	"github.com/drover-sh/drover/internal/engine"
 	"github.com/drover-sh/drover/proc"
 	"github.com/drover-sh/drover/workflows"
 )
@@ -77,7 +78,7 @@ func TestDeployLetsRunningOpsFinish(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	in := workflows.OperateInput{TaskID: gseapi.NewTaskID(time.Now()), Op: proc.OpStart, Items: items}
-	if err := workflows.StartOperate(ctx, e.client, e.cfg.TaskQueue, in); err != nil {
+	if err := engine.StartOperate(ctx, e.client, e.cfg.TaskQueue, in); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, time.Minute, "every start_cmd running", func() bool {
@@ -110,7 +111,7 @@ func TestDeployLetsRunningOpsFinish(t *testing.T) {
 		}
 	}
 
-	res, err := workflows.WaitOperateAll(ctx, e.client, in.TaskID)
+	res, err := engine.WaitOperateAll(ctx, e.client, in.TaskID)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -17,6 +17,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/drover-sh/drover/gseapi"
+	"github.com/drover-sh/drover/internal/engine"
 	"github.com/drover-sh/drover/policies"
 	"github.com/drover-sh/drover/proc"
 	"github.com/drover-sh/drover/workflows"
@@ -78,11 +79,11 @@ func TestFanOutFleet(t *testing.T) {
 	defer cancel()
 	regID := gseapi.NewTaskID(time.Now())
 	began := time.Now()
-	if err := workflows.StartOperate(ctx, e.client, e.cfg.TaskQueue, workflows.OperateInput{TaskID: regID, Op: proc.OpSpecRegister, Items: items}); err != nil {
+	if err := engine.StartOperate(ctx, e.client, e.cfg.TaskQueue, workflows.OperateInput{TaskID: regID, Op: proc.OpSpecRegister, Items: items}); err != nil {
 		t.Fatal(err)
 	}
 	stopWatch := e.watchCounts(ctx, "register", regID)
-	reg, err := workflows.WaitOperateAll(ctx, e.client, regID)
+	reg, err := engine.WaitOperateAll(ctx, e.client, regID)
 	stopWatch()
 	if err != nil {
 		t.Fatal(err)
@@ -98,7 +99,7 @@ func TestFanOutFleet(t *testing.T) {
 	t.Logf("register: %d identities in %s", n, time.Since(began).Round(time.Millisecond))
 	e.checkHistories(ctx, "register", regID, n)
 
-	eng := &workflows.Engine{Client: e.client, TaskQueue: e.cfg.TaskQueue}
+	eng := &engine.Engine{Client: e.client, TaskQueue: e.cfg.TaskQueue}
 	for _, op := range []string{"start", "status", "restart", "stop"} {
 		began := time.Now()
 		out, errOut, code := e.starter("", op, "--namespace", "fan", "--name", "svc", "--hosts", "all", "--wait", "-o", "json")
@@ -229,7 +230,7 @@ func (e *env) watchCounts(ctx context.Context, what, id string) (stop func()) {
 			case <-ctx.Done():
 				return
 			case <-tick.C:
-				c, err := workflows.TaskCounts(ctx, e.client, id)
+				c, err := engine.TaskCounts(ctx, e.client, id)
 				e.t.Logf("%s: %d/%d done, %d failed (%v)", what, c.Done, c.Total, c.Failed, err)
 			}
 		}

@@ -33,6 +33,7 @@ import (
 	"github.com/drover-sh/drover/gseapi"
 	"github.com/drover-sh/drover/internal/cli"
 	"github.com/drover-sh/drover/internal/config"
+	"github.com/drover-sh/drover/internal/engine"
 	"github.com/drover-sh/drover/internal/testbed"
 	"github.com/drover-sh/drover/inventory"
 	"github.com/drover-sh/drover/proc"
@@ -358,10 +359,10 @@ func (e *env) runOperate(in workflows.OperateInput) workflows.OperateResult {
 	e.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	if err := workflows.StartOperate(ctx, e.client, e.cfg.TaskQueue, in); err != nil {
+	if err := engine.StartOperate(ctx, e.client, e.cfg.TaskQueue, in); err != nil {
 		e.t.Fatal(err)
 	}
-	res, err := workflows.WaitOperateAll(ctx, e.client, in.TaskID)
+	res, err := engine.WaitOperateAll(ctx, e.client, in.TaskID)
 	if err != nil {
 		e.t.Fatal(err)
 	}

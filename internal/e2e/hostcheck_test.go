@@ -15,6 +15,7 @@ import (
 
 	"github.com/drover-sh/drover/gseapi"
 	"github.com/drover-sh/drover/internal/cli"
+	"github.com/drover-sh/drover/internal/engine"
 	"github.com/drover-sh/drover/internal/testbed"
 	"github.com/drover-sh/drover/proc"
 	"github.com/drover-sh/drover/workflows"
@@ -233,10 +234,10 @@ func TestHostsCheckTimeAgainstStatus(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
 	defer cancel()
 	regID := gseapi.NewTaskID(time.Now())
-	if err := workflows.StartOperate(ctx, e.client, e.cfg.TaskQueue, workflows.OperateInput{TaskID: regID, Op: proc.OpSpecRegister, Items: items}); err != nil {
+	if err := engine.StartOperate(ctx, e.client, e.cfg.TaskQueue, workflows.OperateInput{TaskID: regID, Op: proc.OpSpecRegister, Items: items}); err != nil {
 		t.Fatal(err)
 	}
-	reg, err := workflows.WaitOperateAll(ctx, e.client, regID)
+	reg, err := engine.WaitOperateAll(ctx, e.client, regID)
 	if err != nil || len(reg.Results) != n || proc.CountFailed(reg.Results) != 0 {
 		t.Fatalf("register: %v, %d results of %d", err, len(reg.Results), n)
 	}

@@ -12,6 +12,7 @@ import (
 	"go.temporal.io/api/workflowservice/v1"
 
 	"github.com/drover-sh/drover/gseapi"
+	"github.com/drover-sh/drover/internal/engine"
 	"github.com/drover-sh/drover/workflows"
 )
 
@@ -22,7 +23,7 @@ func TestHTTPGateway(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.startWorker()
-	g := &gseapi.Gateway{Engine: &workflows.Engine{Client: e.client, TaskQueue: e.cfg.TaskQueue},
+	g := &gseapi.Gateway{Engine: &engine.Engine{Client: e.client, TaskQueue: e.cfg.TaskQueue},
 		Apps: []gseapi.App{{Code: "ops", Secret: "s3cret-value"}}, Timeout: time.Minute}
 	srv := httptest.NewServer(g.Handler())
 	defer srv.Close()

@@ -15,6 +15,7 @@ import (
 
 	"github.com/drover-sh/drover/gseapi"
 	"github.com/drover-sh/drover/internal/cli"
+	"github.com/drover-sh/drover/internal/engine"
 	"github.com/drover-sh/drover/internal/testbed"
 	"github.com/drover-sh/drover/proc"
 	"github.com/drover-sh/drover/workflows"
@@ -131,7 +132,7 @@ func TestInventoryEditedUnderRunningWorker(t *testing.T) {
 	slow := workflows.OperateInput{TaskID: gseapi.NewTaskID(time.Now()), Op: proc.OpStart, Items: []proc.Item{invItem(h1, "inv")}}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	if err := workflows.StartOperate(ctx, e.client, e.cfg.TaskQueue, slow); err != nil {
+	if err := engine.StartOperate(ctx, e.client, e.cfg.TaskQueue, slow); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, 30*time.Second, "h1's start under way on the host", func() bool {
@@ -141,7 +142,7 @@ func TestInventoryEditedUnderRunningWorker(t *testing.T) {
 	e.editInventory(path, e.bed.KnownHostsPath, []*testbed.Host{h0, h2}, nil)
 	waitLog(t, logs, "the edit reloaded", `msg="inventory reloaded"`, "added=1 removed=1")
 
-	res, err := workflows.WaitOperateAll(ctx, e.client, slow.TaskID)
+	res, err := engine.WaitOperateAll(ctx, e.client, slow.TaskID)
 	if err != nil || len(res.Results) != 1 {
 		t.Fatalf("the op under way: %v %+v", err, res)
 	}

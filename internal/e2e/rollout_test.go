@@ -17,6 +17,7 @@ import (
 
 	"github.com/drover-sh/drover/gseapi"
 	"github.com/drover-sh/drover/internal/cli"
+	"github.com/drover-sh/drover/internal/engine"
 	"github.com/drover-sh/drover/internal/testbed"
 	"github.com/drover-sh/drover/proc"
 	"github.com/drover-sh/drover/workflows"
@@ -236,7 +237,7 @@ func TestRolloutControlsOverCLIAndHTTP(t *testing.T) {
 	e := newEnv(t, 3)
 	e.startWorker()
 	e.rolloutFleet(t, nil)
-	g := &gseapi.Gateway{Engine: &workflows.Engine{Client: e.client, TaskQueue: e.cfg.TaskQueue},
+	g := &gseapi.Gateway{Engine: &engine.Engine{Client: e.client, TaskQueue: e.cfg.TaskQueue},
 		Apps: []gseapi.App{{Code: "ops", Secret: "s3cret-value"}}, Timeout: time.Minute}
 	srv := httptest.NewServer(g.Handler())
 	defer srv.Close()
@@ -294,7 +295,7 @@ func TestRolloutControlsOverCLIAndHTTP(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	if _, err := workflows.WaitOperate(ctx, e.client, id); err != nil {
+	if _, err := engine.WaitOperate(ctx, e.client, id); err != nil {
 		t.Fatal(err)
 	}
 	if codes := e.resultCodes(t, id); fmt.Sprint(codes) != "[0 9111 9111]" {
@@ -325,7 +326,7 @@ func TestRolloutControlsOverCLIAndHTTP(t *testing.T) {
 	if runs := e.startRuns(t); fmt.Sprint(runs) != "[2 0 0]" {
 		t.Fatalf("start_cmd runs after the second rollout: %v", runs)
 	}
-	if _, err := workflows.WaitOperate(ctx, e.client, id2); err != nil {
+	if _, err := engine.WaitOperate(ctx, e.client, id2); err != nil {
 		t.Fatal(err)
 	}
 	e.recordHistory(id2, "rollout-abort-waiting-approval")

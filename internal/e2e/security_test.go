@@ -25,6 +25,7 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/drover-sh/drover/internal/cli"
+	"github.com/drover-sh/drover/internal/engine"
 	"github.com/drover-sh/drover/internal/testbed"
 	"github.com/drover-sh/drover/proc"
 	"github.com/drover-sh/drover/workflows"
@@ -182,7 +183,7 @@ func TestPayloadEncryption(t *testing.T) {
 	defer cancel()
 	for _, id := range ids {
 		if strings.HasPrefix(id, "GSETASK:") {
-			if _, err := workflows.FetchOperate(ctx, e.client, id); err == nil {
+			if _, err := engine.FetchOperate(ctx, e.client, id); err == nil {
 				t.Fatalf("%s: read without the key", id)
 			}
 			break
@@ -385,7 +386,7 @@ hosts:
 			// The API gateway's header carries the secret this time.
 			map[string]string{"X-Bkapi-Authorization": `{"bk_app_code":"sec","bk_app_secret":"` + secrets["bk_app_secret"] + `","bk_username":"bob"}`})
 		task := out["data"].(map[string]any)["task_id"].(string)
-		res, err := workflows.WaitOperateAll(ctx, e.client, task)
+		res, err := engine.WaitOperateAll(ctx, e.client, task)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -742,7 +743,7 @@ func TestNamespaceAllowListOverHTTP(t *testing.T) {
 		t.Fatalf("status in web: %d %+v", status, out)
 	}
 	webTask := out.Data.(map[string]any)["task_id"].(string)
-	if _, err := workflows.WaitOperate(ctx, e.client, webTask); err != nil {
+	if _, err := engine.WaitOperate(ctx, e.client, webTask); err != nil {
 		t.Fatal(err)
 	}
 	if status, out := post("/api/v2/proc/get_proc_operate_result", `{`+web+`"task_id":"`+webTask+`"}`); status != http.StatusOK || !out.Result {
@@ -754,7 +755,7 @@ func TestNamespaceAllowListOverHTTP(t *testing.T) {
 		t.Fatalf("ops in db: %d %+v", status, out)
 	} else {
 		dbTask := out.Data.(map[string]any)["task_id"].(string)
-		if _, err := workflows.WaitOperate(ctx, e.client, dbTask); err != nil {
+		if _, err := engine.WaitOperate(ctx, e.client, dbTask); err != nil {
 			t.Fatal(err)
 		}
 		status, out := post("/api/v2/proc/get_proc_operate_result", `{`+web+`"task_id":"`+dbTask+`"}`)

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/drover-sh/drover/gseapi"
+	"github.com/drover-sh/drover/internal/engine"
 	"github.com/drover-sh/drover/internal/testbed"
 	"github.com/drover-sh/drover/policies"
 	"github.com/drover-sh/drover/proc"
@@ -73,10 +74,10 @@ func TestSupervisionServerCost(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
 	defer cancel()
 	in := workflows.OperateInput{TaskID: gseapi.NewTaskID(time.Now()), Op: proc.OpStart, Items: items}
-	if err := workflows.StartOperate(ctx, e.client, e.cfg.TaskQueue, in); err != nil {
+	if err := engine.StartOperate(ctx, e.client, e.cfg.TaskQueue, in); err != nil {
 		t.Fatal(err)
 	}
-	res, err := workflows.WaitOperateAll(ctx, e.client, in.TaskID)
+	res, err := engine.WaitOperateAll(ctx, e.client, in.TaskID)
 	if err != nil {
 		t.Fatal(err)
 	}

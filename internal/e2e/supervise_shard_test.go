@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/drover-sh/drover/internal/engine"
 	"github.com/drover-sh/drover/proc"
 	"github.com/drover-sh/drover/workflows"
 )
@@ -63,7 +64,7 @@ func (e *env) shardMembers(t *testing.T, id string) []string {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	var st workflows.ShardState
-	found, err := workflows.QueryOpen(ctx, e.client, id, workflows.ShardMembersQuery, &st)
+	found, err := engine.QueryOpen(ctx, e.client, id, workflows.ShardMembersQuery, &st)
 	if err != nil {
 		t.Fatalf("members of %s: %v", id, err)
 	}

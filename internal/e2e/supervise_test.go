@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/drover-sh/drover/internal/engine"
 	"github.com/drover-sh/drover/internal/testbed"
 	"github.com/drover-sh/drover/policies"
 	"github.com/drover-sh/drover/proc"
@@ -111,7 +112,7 @@ func (e *env) entry(t *testing.T, ip string, p proc.ProcessID) workflows.Entry {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	var entries []workflows.Entry
-	if _, err := workflows.QueryOpen(ctx, e.client, workflows.HostWorkflowID(proc.HostID{IP: ip}), workflows.RegistryQuery, &entries); err != nil {
+	if _, err := engine.QueryOpen(ctx, e.client, workflows.HostWorkflowID(proc.HostID{IP: ip}), workflows.RegistryQuery, &entries); err != nil {
 		t.Fatalf("registry of %s: %v", ip, err)
 	}
 	for _, en := range entries {

@@ -19,6 +19,7 @@ import (
 	"github.com/drover-sh/drover/gseapi"
 	"github.com/drover-sh/drover/internal/cli"
 	"github.com/drover-sh/drover/internal/config"
+	"github.com/drover-sh/drover/internal/engine"
 	"github.com/drover-sh/drover/internal/testbed"
 	"github.com/drover-sh/drover/proc"
 	"github.com/drover-sh/drover/workflows"
@@ -171,10 +172,10 @@ func (e *env) operate(ctx context.Context, op proc.OpType, items []proc.Item) (w
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
 	defer cancel()
 	in := workflows.OperateInput{TaskID: gseapi.NewTaskID(time.Now()), Op: op, Items: items}
-	if err := workflows.StartOperate(ctx, e.client, e.cfg.TaskQueue, in); err != nil {
+	if err := engine.StartOperate(ctx, e.client, e.cfg.TaskQueue, in); err != nil {
 		return workflows.OperateResult{}, err
 	}
-	return workflows.WaitOperateAll(ctx, e.client, in.TaskID)
+	return engine.WaitOperateAll(ctx, e.client, in.TaskID)
 }
 
 func allSucceeded(what string, res workflows.OperateResult) error {

@@ -8,6 +8,7 @@ import (
 
 	enumspb "go.temporal.io/api/enums/v1"
 
+	"github.com/drover-sh/drover/internal/engine"
 	"github.com/drover-sh/drover/internal/testbed"
 	"github.com/drover-sh/drover/proc"
 	"github.com/drover-sh/drover/workflows"
@@ -67,7 +68,7 @@ func (e *env) killAndTimeFleet(ctx context.Context, victims []*victim, limit tim
 			var evs []workflows.Event
 			// A host workflow busy restarting may not answer in time; it
 			// is asked again on the next pass.
-			if _, err := workflows.QueryOpen(ctx, e.client, workflows.HostWorkflowID(proc.HostID{IP: h.IP}), workflows.EventsQuery, &evs); err != nil {
+			if _, err := engine.QueryOpen(ctx, e.client, workflows.HostWorkflowID(proc.HostID{IP: h.IP}), workflows.EventsQuery, &evs); err != nil {
 				continue
 			}
 			for _, v := range byHost[h] {
@@ -175,7 +176,7 @@ func (e *env) logNotBack(ctx context.Context, victims []*victim) {
 			continue
 		}
 		var evs []workflows.Event
-		_, err := workflows.QueryOpen(ctx, e.client, workflows.HostWorkflowID(proc.HostID{IP: v.host.IP}), workflows.EventsQuery, &evs)
+		_, err := engine.QueryOpen(ctx, e.client, workflows.HostWorkflowID(proc.HostID{IP: v.host.IP}), workflows.EventsQuery, &evs)
 		seen := ""
 		for _, ev := range evs {
 			if ev.Process.Name == fleetName(v.p) && ev.Time.After(v.at) {

@@ -12,6 +12,7 @@ import (
 	historypb "go.temporal.io/api/history/v1"
 
 	"github.com/drover-sh/drover/gseapi"
+	"github.com/drover-sh/drover/internal/engine"
 	"github.com/drover-sh/drover/internal/testbed"
 	"github.com/drover-sh/drover/proc"
 	"github.com/drover-sh/drover/workflows"
@@ -223,10 +224,10 @@ func (e *env) operateOn(ctx context.Context, queue string, op proc.OpType, items
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Minute)
 	defer cancel()
 	in := workflows.OperateInput{TaskID: gseapi.NewTaskID(time.Now()), Op: op, Items: items}
-	if err := workflows.StartOperate(ctx, e.client, queue, in); err != nil {
+	if err := engine.StartOperate(ctx, e.client, queue, in); err != nil {
 		return workflows.OperateResult{}, err
 	}
-	return workflows.WaitOperateAll(ctx, e.client, in.TaskID)
+	return engine.WaitOperateAll(ctx, e.client, in.TaskID)
 }
 
 // fleetOpWait restarts one process on every tenth host while the fleet is

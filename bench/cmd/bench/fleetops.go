@@ -21,6 +21,7 @@ import (
 
 	"github.com/drover-sh/drover/gseapi"
 	"github.com/drover-sh/drover/internal/cli"
+	"github.com/drover-sh/drover/internal/engine"
 	"github.com/drover-sh/drover/internal/testbed"
 	"github.com/drover-sh/drover/policies"
 	"github.com/drover-sh/drover/proc"
@@ -219,7 +220,7 @@ func (e *env) fleetOpsRegister(ctx context.Context, inventory string, items []pr
 		return run
 	}
 	if a.Codes[proc.CodeRunning] > 0 {
-		if _, err := workflows.WaitOperateAll(ctx, e.client, id); err != nil {
+		if _, err := engine.WaitOperateAll(ctx, e.client, id); err != nil {
 			run.Err = fmt.Sprintf("wait for the task: %v", err)
 			return run
 		}
@@ -282,7 +283,7 @@ func (e *env) fleetOpsStarter(ctx context.Context, inventory, op string, n int) 
 // fleetOpsReadBack reads task id's results back through
 // get_proc_operate_result, as a caller would, and measures its histories.
 func (e *env) fleetOpsReadBack(ctx context.Context, id string, n int, run *fleetOpsRun) {
-	eng := &workflows.Engine{Client: e.client, TaskQueue: fleetOpsQueue}
+	eng := &engine.Engine{Client: e.client, TaskQueue: fleetOpsQueue}
 	resp, _ := gseapi.Call(ctx, eng, gseapi.APIGetProcOperateResult, []byte(`{"task_id":"`+id+`"}`), false)
 	b, err := json.Marshal(resp)
 	var read struct {

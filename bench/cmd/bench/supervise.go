@@ -14,6 +14,7 @@ import (
 
 	enumspb "go.temporal.io/api/enums/v1"
 
+	"github.com/drover-sh/drover/internal/engine"
 	"github.com/drover-sh/drover/internal/testbed"
 	"github.com/drover-sh/drover/proc"
 	"github.com/drover-sh/drover/workflows"
@@ -212,7 +213,7 @@ func (e *env) killAndTime(ctx context.Context, hosts []*testbed.Host, r *supResu
 			if !ok {
 				// A host workflow busy restarting may not answer in time;
 				// it is asked again on the next pass.
-				if _, err := workflows.QueryOpen(ctx, e.client, workflows.HostWorkflowID(proc.HostID{IP: v.host.IP}), workflows.EventsQuery, &evs); err != nil {
+				if _, err := engine.QueryOpen(ctx, e.client, workflows.HostWorkflowID(proc.HostID{IP: v.host.IP}), workflows.EventsQuery, &evs); err != nil {
 					log.Printf("supervision: events of %s: %v; asking again", v.host.IP, err)
 					continue
 				}
@@ -245,7 +246,7 @@ func (e *env) killAndTime(ctx context.Context, hosts []*testbed.Host, r *supResu
 		var evs []workflows.Event
 		var err error
 		for attempt := 0; attempt < 5; attempt++ {
-			if _, err = workflows.QueryOpen(ctx, e.client, workflows.HostWorkflowID(proc.HostID{IP: h.IP}), workflows.EventsQuery, &evs); err == nil {
+			if _, err = engine.QueryOpen(ctx, e.client, workflows.HostWorkflowID(proc.HostID{IP: h.IP}), workflows.EventsQuery, &evs); err == nil {
 				break
 			}
 		}

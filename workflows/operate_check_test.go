@@ -58,9 +58,3 @@ func TestCheckTaskRunsInCheckBatches(t *testing.T) {
 		t.Fatalf("host 3: %+v", r)
 	}
 }
-
-// TestCheckBatchCutShortIsRetriedNotAnswered: as for status, a check batch
-// whose own context ends while it reads registries answers nothing.
-func TestCheckBatchCutShortIsRetriedNotAnswered(t *testing.T) {
-	testBatchCutShort(t, (*Dispatcher).Check)
-}

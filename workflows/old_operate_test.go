@@ -1,17 +1,17 @@
 package workflows
 
+// Tests of tasks begun before VersionDeliverUpdates (old_operate.go): they
+// go with it.
+
 import (
 	"context"
 	"errors"
-	"io"
-	"log/slog"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"go.temporal.io/sdk/activity"
-	"go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
 	"go.temporal.io/sdk/workflow"
@@ -19,15 +19,6 @@ import (
 	"github.com/drover-sh/drover/policies"
 	"github.com/drover-sh/drover/proc"
 )
-
-func operateEnv(t *testing.T) *testsuite.TestWorkflowEnvironment {
-	t.Helper()
-	var s testsuite.WorkflowTestSuite
-	s.SetLogger(log.NewStructuredLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
-	env := s.NewTestWorkflowEnvironment()
-	env.RegisterWorkflowWithOptions(Operate, workflow.RegisterOptions{Name: OperateWorkflowName})
-	return env
-}
 
 // signalledEnv is operateEnv for a task begun before tasks handed their
 // items to hosts by update: a Dispatch signals them, and they reply.

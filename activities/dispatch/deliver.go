@@ -1,35 +1,20 @@
-package workflows
+package dispatch
 
 import (
 	"context"
-	"fmt"
-	"sync"
 	"time"
 
 	"go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/client"
-	"go.temporal.io/sdk/workflow"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/drover-sh/drover/activities"
+	"github.com/drover-sh/drover/internal/hostloss"
 	"github.com/drover-sh/drover/policies"
 	"github.com/drover-sh/drover/proc"
+	"github.com/drover-sh/drover/workflows"
 )
-
-// DeliverInput is one batch of a task's items, each host's items all in
-// the one batch, to hand to their hosts by update.
-type DeliverInput struct {
-	TaskID string      `json:"task_id"`
-	Op     proc.OpType `json:"op_type"`
-	Manage bool        `json:"manage,omitempty"`
-	Items  []proc.Item `json:"items"`
-	// Indexes are the items' places in the whole task; Deadlines the
-	// latest time each may start on its host (policies.TaskDeadlines).
-	Indexes   []int        `json:"indexes"`
-	Deadlines []time.Time  `json:"deadlines"`
-	Files     *proc.FileOp `json:"files,omitempty"`
-}
 
 // deliverSlots bounds the updates one worker has in flight, whatever the
 // batches: each is a host op a worker runs, and more only queue.
@@ -43,14 +28,14 @@ var deliverSlots = make(chan struct{}, policies.DeliverInFlight)
 // it has every answer: a batch given up (its context ended) is retried
 // whole, and an update sent again is answered from what its host kept,
 // never run twice.
-func (d *Dispatcher) Deliver(ctx context.Context, in DeliverInput) ([]HostReply, error) {
+func (d *Dispatcher) Deliver(ctx context.Context, in workflows.DeliverInput) ([]workflows.HostReply, error) {
 	defer activities.KeepAlive(ctx)()
 	// A stopping worker hands the wait back: the host workflows that would
 	// answer may run on this worker, and a retry's updates are answered
 	// from what the hosts kept.
 	ctx, _, release := activities.StopOnWorkerStop(ctx)
 	defer release()
-	out := make([]HostReply, len(in.Items))
+	out := make([]workflows.HostReply, len(in.Items))
 	rep := newReporter(d.Client, activity.GetInfo(ctx).WorkflowExecution)
 	defer rep.run(ctx)()
 	g, gctx := errgroup.WithContext(ctx)
@@ -63,7 +48,7 @@ func (d *Dispatcher) Deliver(ctx context.Context, in DeliverInput) ([]HostReply,
 				if err != nil {
 					return err
 				}
-				out[i] = HostReply{Index: in.Indexes[i], Result: res}
+				out[i] = workflows.HostReply{Index: in.Indexes[i], Result: res}
 				rep.add(out[i])
 			}
 			return nil
@@ -75,61 +60,15 @@ func (d *Dispatcher) Deliver(ctx context.Context, in DeliverInput) ([]HostReply,
 	return out, nil
 }
 
-// reporter sends a batch's answers to its task as they come.
-type reporter struct {
-	c    client.Client
-	task workflow.Execution
-	mu   sync.Mutex
-	new  []HostReply
-}
-
-func newReporter(c client.Client, task workflow.Execution) *reporter {
-	return &reporter{c: c, task: task}
-}
-
-func (r *reporter) add(a HostReply) {
-	r.mu.Lock()
-	r.new = append(r.new, a)
-	r.mu.Unlock()
-}
-
-// run sends what came in, every policies.DeliverReportEvery, until the
-// returned stop. A signal that fails is not tried again: the batch's
-// result carries every answer anyway.
-func (r *reporter) run(ctx context.Context) (stop func()) {
-	done := make(chan struct{})
-	go func() {
-		t := time.NewTicker(policies.DeliverReportEvery)
-		defer t.Stop()
-		for {
-			select {
-			case <-done:
-				return
-			case <-ctx.Done():
-				return
-			case <-t.C:
-			}
-			r.mu.Lock()
-			batch := r.new
-			r.new = nil
-			r.mu.Unlock()
-			if len(batch) > 0 {
-				_ = r.c.SignalWorkflow(ctx, r.task.ID, r.task.RunID, AnswersSignal, batch)
-			}
-		}
-	}()
-	return func() { close(done) }
-}
-
 // deliverOne hands item i to its host and waits for its answer. An error
 // is the engine's, never the host's: the batch is tried again.
-func (d *Dispatcher) deliverOne(ctx context.Context, in DeliverInput, i int) (proc.HostResult, error) {
+func (d *Dispatcher) deliverOne(ctx context.Context, in workflows.DeliverInput, i int) (proc.HostResult, error) {
 	it := in.Items[i]
 	if _, ok := d.Inventory.Lookup(it.Target.HostID()); !ok {
 		return unknownHost(it.Target), nil
 	}
-	req := HostRequest{
-		RequestID: RequestID(in.TaskID, in.Indexes[i]), TaskID: in.TaskID, Index: in.Indexes[i],
+	req := workflows.HostRequest{
+		RequestID: workflows.RequestID(in.TaskID, in.Indexes[i]), TaskID: in.TaskID, Index: in.Indexes[i],
 		Op: in.Op, Target: it.Target, Process: it.Process, Spec: it.Spec, Manage: in.Manage,
 		Supervision: &d.Supervision, Files: in.Files, Deadline: in.Deadlines[i],
 	}
@@ -148,7 +87,7 @@ func (d *Dispatcher) deliverOne(ctx context.Context, in DeliverInput, i int) (pr
 			return proc.HostResult{}, ctx.Err()
 		}
 		// A host workflow that is closed answers that, and runs nothing.
-		if lost, derr := closedHost(ctx, d.Client, it.Target.HostID()); derr == nil && lost != nil {
+		if lost, derr := hostloss.Closed(ctx, d.Client, it.Target.HostID()); derr == nil && lost != nil {
 			return *lost, nil
 		}
 		if policies.Passed(req.Deadline.Add(policies.DeliverGrace), time.Now()) {
@@ -169,17 +108,17 @@ func (d *Dispatcher) deliverOne(ctx context.Context, in DeliverInput, i int) (pr
 
 // update sends req to its host's workflow, starting the workflow if the
 // host has none, and waits for the op's answer.
-func (d *Dispatcher) update(ctx context.Context, id proc.HostID, req HostRequest) (proc.HostResult, error) {
+func (d *Dispatcher) update(ctx context.Context, id proc.HostID, req workflows.HostRequest) (proc.HostResult, error) {
 	start := d.Client.NewWithStartWorkflowOperation(client.StartWorkflowOptions{
-		ID: HostWorkflowID(id), TaskQueue: d.TaskQueue,
+		ID: workflows.HostWorkflowID(id), TaskQueue: d.TaskQueue,
 		WorkflowIDConflictPolicy: enums.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
-		// A closed host workflow is never replaced (see hostloss.go).
+		// A closed host workflow is never replaced (see internal/hostloss).
 		WorkflowIDReusePolicy: enums.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
-	}, HostWorkflowName, newHostState(id, d.Supervision))
+	}, workflows.HostWorkflowName, workflows.NewHostState(id, d.Supervision))
 	h, err := d.Client.UpdateWithStartWorkflow(ctx, client.UpdateWithStartWorkflowOptions{
 		StartWorkflowOperation: start,
 		UpdateOptions: client.UpdateWorkflowOptions{
-			UpdateID: req.RequestID, UpdateName: OpUpdate, Args: []any{req},
+			UpdateID: req.RequestID, UpdateName: workflows.OpUpdate, Args: []any{req},
 			WaitForStage: client.WorkflowUpdateStageCompleted,
 		},
 	})
@@ -189,7 +128,3 @@ func (d *Dispatcher) update(ctx context.Context, id proc.HostID, req HostRequest
 	}
 	return res, err
 }
-
-// RequestID names item index of task taskID: unique per item, so a request
-// sent again runs once.
-func RequestID(taskID string, index int) string { return fmt.Sprintf("%s#%d", taskID, index) }

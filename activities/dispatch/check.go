@@ -1,32 +1,25 @@
-package workflows
+package dispatch
 
 import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
+	"sync/atomic"
 
 	"go.temporal.io/sdk/activity"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/drover-sh/drover/activities"
+	"github.com/drover-sh/drover/internal/hostloss"
 	"github.com/drover-sh/drover/proc"
+	"github.com/drover-sh/drover/workflows"
 )
-
-// batchActivity is the activity each batch of a read task runs: the host
-// check's, or status's probes.
-func (op *operation) batchActivity() any {
-	var d *Dispatcher
-	if op.in.Op == proc.OpCheck {
-		return d.Check
-	}
-	return d.Status
-}
 
 // Check checks a batch of hosts (OpCheck) as Status probes them: directly,
 // one activity for the batch, and without touching host workflows. The
 // accounts each host is checked for come from the specs memos its host
 // workflow publishes, read with one listing per batch.
-func (d *Dispatcher) Check(ctx context.Context, in StatusInput) ([]HostReply, error) {
+func (d *Dispatcher) Check(ctx context.Context, in workflows.StatusInput) ([]workflows.HostReply, error) {
 	defer activities.KeepAlive(ctx)()
 	var hosts []proc.HostID
 	seen := map[proc.HostID]bool{}
@@ -37,26 +30,20 @@ func (d *Dispatcher) Check(ctx context.Context, in StatusInput) ([]HostReply, er
 		}
 	}
 	registries := newRegistryCache(ctx, d.Client, d.DataConverter, hosts)
-	out := make([]HostReply, len(in.Items))
-	next := make(chan int)
-	var wg sync.WaitGroup
-	for range min(statusParallel, len(in.Items)) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := range next {
-				out[i] = HostReply{Index: in.Offset + i, Result: d.checkOne(ctx, registries, in.Items[i].Target)}
+	out := make([]workflows.HostReply, len(in.Items))
+	var g errgroup.Group
+	g.SetLimit(statusParallel)
+	var done atomic.Int64
+	for i, it := range in.Items {
+		g.Go(func() error {
+			out[i] = workflows.HostReply{Index: in.Offset + i, Result: d.checkOne(ctx, registries, it.Target)}
+			if n := done.Add(1); n%50 == 0 {
+				activity.RecordHeartbeat(ctx, n)
 			}
-		}()
+			return nil
+		})
 	}
-	for i := range in.Items {
-		next <- i
-		if i%50 == 49 {
-			activity.RecordHeartbeat(ctx, i)
-		}
-	}
-	close(next)
-	wg.Wait()
+	_ = g.Wait()
 	// As for status: a batch whose own context ended answers nothing, and
 	// is tried again.
 	if err := ctx.Err(); err != nil {
@@ -73,9 +60,9 @@ func (d *Dispatcher) checkOne(ctx context.Context, registries *registryCache, t 
 		return unknownHost(t)
 	}
 	entries, err := registries.whole(ctx, t.HostID())
-	var lost *HostLostError
+	var lost *hostloss.Error
 	if err != nil && !errors.As(err, &lost) {
-		return proc.HostResult{Code: proc.CodeInternal, Message: oneLine(fmt.Sprintf("read the registry of %s: %v", HostWorkflowID(t.HostID()), err))}
+		return proc.HostResult{Code: proc.CodeInternal, Message: oneLine(fmt.Sprintf("read the registry of %s: %v", workflows.HostWorkflowID(t.HostID()), err))}
 	}
 	var accounts []string
 	if host.Account != "" {
@@ -90,19 +77,9 @@ func (d *Dispatcher) checkOne(ctx context.Context, registries *registryCache, t 
 	}
 	if lost != nil && res.Code == proc.CodeSuccess {
 		// Reached, but its registry is out of reach: no op would run.
-		r := hostLost(lost.Host, lost.Status)
+		r := hostloss.Answer(lost.Host, lost.Status)
 		r.Message, r.Content = r.Message+"; "+res.Message, res.Content
 		return r
 	}
 	return res
-}
-
-// whole is host h's whole registry: from the listing when its memo held
-// every entry, else read from the host workflow.
-func (rc *registryCache) whole(ctx context.Context, h proc.HostID) ([]Entry, error) {
-	if entries, ok := rc.listed[h]; ok && len(entries) < MaxDigestProcs {
-		return entries, nil
-	}
-	// No process is named "": get reads the registry itself.
-	return rc.get(ctx, h, proc.ProcessID{})
 }

@@ -1,4 +1,4 @@
-package workflows
+package dispatch
 
 import (
 	"context"
@@ -8,23 +8,8 @@ import (
 
 	"github.com/drover-sh/drover/activities"
 	"github.com/drover-sh/drover/proc"
+	"github.com/drover-sh/drover/workflows"
 )
-
-// HealthGateInput is the hosts of one rollout chunk whose op succeeded,
-// to be held alive and healthy for MinHealthy.
-type HealthGateInput struct {
-	TaskID     string        `json:"task_id"`
-	Items      []proc.Item   `json:"items"`
-	MinHealthy time.Duration `json:"min_healthy"`
-	Every      time.Duration `json:"every"`
-}
-
-// HealthFailure is an item (by its index in HealthGateInput.Items) found
-// dead or unhealthy, and why.
-type HealthFailure struct {
-	Index int    `json:"index"`
-	Why   string `json:"why"`
-}
 
 // HealthGate probes the items at once and then every in.Every until
 // MinHealthy has passed, with status probes (they only read). An item
@@ -32,19 +17,19 @@ type HealthFailure struct {
 // activity for the whole window keeps the rollout's history to a few
 // events per batch whatever min_healthy is; a retry after a lost worker
 // holds the items for the whole window again.
-func (d *Dispatcher) HealthGate(ctx context.Context, in HealthGateInput) ([]HealthFailure, error) {
+func (d *Dispatcher) HealthGate(ctx context.Context, in workflows.HealthGateInput) ([]workflows.HealthFailure, error) {
 	defer activities.KeepAlive(ctx)()
-	probe := func(ctx context.Context, items []proc.Item) ([]HostReply, error) {
-		return d.Status(ctx, StatusInput{TaskID: in.TaskID, Items: items})
+	probe := func(ctx context.Context, items []proc.Item) ([]workflows.HostReply, error) {
+		return d.Status(ctx, workflows.StatusInput{TaskID: in.TaskID, Items: items})
 	}
 	return healthGate(ctx, in, probe, sleepCtx)
 }
 
 // healthGate is HealthGate's loop, with its probe and its wait passed in.
-func healthGate(ctx context.Context, in HealthGateInput, probe func(context.Context, []proc.Item) ([]HostReply, error),
-	sleep func(context.Context, time.Duration) error) ([]HealthFailure, error) {
+func healthGate(ctx context.Context, in workflows.HealthGateInput, probe func(context.Context, []proc.Item) ([]workflows.HostReply, error),
+	sleep func(context.Context, time.Duration) error) ([]workflows.HealthFailure, error) {
 	failed := map[int]bool{}
-	var out []HealthFailure
+	var out []workflows.HealthFailure
 	var waited time.Duration
 	for {
 		var items []proc.Item
@@ -68,7 +53,7 @@ func healthGate(ctx context.Context, in HealthGateInput, probe func(context.Cont
 			}
 			if why := unhealthy(r.Result); why != "" {
 				failed[index[r.Index]] = true
-				out = append(out, HealthFailure{Index: index[r.Index], Why: why})
+				out = append(out, workflows.HealthFailure{Index: index[r.Index], Why: why})
 			}
 		}
 		if waited >= in.MinHealthy {

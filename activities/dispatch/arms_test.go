@@ -1,4 +1,4 @@
-package workflows
+package dispatch
 
 import (
 	"context"
@@ -7,6 +7,8 @@ import (
 	"sort"
 	"sync"
 	"testing"
+
+	"github.com/drover-sh/drover/workflows"
 )
 
 // TestArmsOfOneShardGoTogether: arms a worker makes of one shard close
@@ -14,8 +16,8 @@ import (
 // fails each of its arms.
 func TestArmsOfOneShardGoTogether(t *testing.T) {
 	var mu sync.Mutex
-	sends := map[string][][]ShardArm{}
-	b := newArmBatcher(func(_ context.Context, shard, _ string, arms []ShardArm) error {
+	sends := map[string][][]workflows.ShardArm{}
+	b := newArmBatcher(func(_ context.Context, shard, _ string, arms []workflows.ShardArm) error {
 		mu.Lock()
 		defer mu.Unlock()
 		sends[shard] = append(sends[shard], arms)
@@ -31,7 +33,7 @@ func TestArmsOfOneShardGoTogether(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			errs[i] = b.arm(context.Background(), ArmInput{Shard: shard, Arm: ShardArm{Host: fmt.Sprintf("host:0:10.0.0.%d", i), Gen: 1}})
+			errs[i] = b.arm(context.Background(), workflows.ArmInput{Shard: shard, Arm: workflows.ShardArm{Host: fmt.Sprintf("host:0:10.0.0.%d", i), Gen: 1}})
 		}()
 	}
 	wg.Wait()

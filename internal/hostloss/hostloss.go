@@ -1,4 +1,6 @@
-package workflows
+// Package hostloss handles a host whose workflow is closed: the answer an
+// op on it gets, and the two ways back, restore and forget.
+package hostloss
 
 import (
 	"context"
@@ -13,6 +15,7 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/drover-sh/drover/proc"
+	"github.com/drover-sh/drover/workflows"
 )
 
 // A host workflow never ends on its own: it only continues as new. One that
@@ -21,35 +24,35 @@ import (
 // leave its processes running unsupervised and make every later op answer
 // 9106, so drover refuses to, and names the ways back instead.
 
-// ErrHostLost means a host's workflow is closed: restore or forget it.
-var ErrHostLost = errors.New("host workflow closed")
+// ErrLost means a host's workflow is closed: restore or forget it.
+var ErrLost = errors.New("host workflow closed")
 
-// HostLostError says which host workflow is closed and how it ended.
-type HostLostError struct {
+// Error says which host workflow is closed and how it ended.
+type Error struct {
 	Host   proc.HostID
 	Status enums.WorkflowExecutionStatus
 }
 
-func (e *HostLostError) Error() string {
-	return hostLost(e.Host, e.Status).Message
+func (e *Error) Error() string {
+	return Answer(e.Host, e.Status).Message
 }
 
-func (e *HostLostError) Unwrap() error { return ErrHostLost }
+func (e *Error) Unwrap() error { return ErrLost }
 
-// hostLost is the answer of an op on a host whose workflow is closed.
-func hostLost(h proc.HostID, status enums.WorkflowExecutionStatus) proc.HostResult {
+// Answer is the answer of an op on a host whose workflow is closed.
+func Answer(h proc.HostID, status enums.WorkflowExecutionStatus) proc.HostResult {
 	how := strings.ToLower(strings.TrimPrefix(status.String(), "WorkflowExecutionStatus"))
 	return proc.Fail(proc.CodeHostLost,
 		"host workflow %s was %s: its registry and supervision are stopped and nothing was run; "+
 			"bring them back with `starter host restore %s`, or start the host over empty with `starter host forget %s`",
-		HostWorkflowID(h), how, h, h)
+		workflows.HostWorkflowID(h), how, h, h)
 }
 
-// closedHost describes a host workflow that could not be started because
+// Closed describes a host workflow that could not be started because
 // one with its id exists: the answer for an op on it when it is closed, nil
 // when it is running (it continued as new, or was restored, meanwhile).
-func closedHost(ctx context.Context, c client.Client, h proc.HostID) (*proc.HostResult, error) {
-	desc, err := c.DescribeWorkflowExecution(ctx, HostWorkflowID(h), "")
+func Closed(ctx context.Context, c client.Client, h proc.HostID) (*proc.HostResult, error) {
+	desc, err := c.DescribeWorkflowExecution(ctx, workflows.HostWorkflowID(h), "")
 	if err != nil {
 		return nil, err
 	}
@@ -57,24 +60,24 @@ func closedHost(ctx context.Context, c client.Client, h proc.HostID) (*proc.Host
 	if status == enums.WORKFLOW_EXECUTION_STATUS_RUNNING {
 		return nil, nil
 	}
-	r := hostLost(h, status)
+	r := Answer(h, status)
 	return &r, nil
 }
 
-// alreadyStarted reports whether a start was refused because a workflow
+// AlreadyStarted reports whether a start was refused because a workflow
 // with that id exists (running or, under REJECT_DUPLICATE, closed).
-func alreadyStarted(err error) bool {
+func AlreadyStarted(err error) bool {
 	var as *serviceerror.WorkflowExecutionAlreadyStarted
 	return errors.As(err, &as)
 }
 
-// RestoreHost brings back a closed host workflow with its registry and
+// Restore brings back a closed host workflow with its registry and
 // supervision: the last run is reset to its last completed workflow task,
 // which Temporal allows on a terminated or failed run. The new run replays
 // the old one's history, so it holds the registry as it was, and resumes
 // supervising. It returns the new run's id.
-func RestoreHost(ctx context.Context, c client.Client, namespace string, h proc.HostID) (string, error) {
-	id := HostWorkflowID(h)
+func Restore(ctx context.Context, c client.Client, namespace string, h proc.HostID) (string, error) {
+	id := workflows.HostWorkflowID(h)
 	desc, err := c.DescribeWorkflowExecution(ctx, id, "")
 	var nf *serviceerror.NotFound
 	if errors.As(err, &nf) {
@@ -125,17 +128,17 @@ func lastCompletedTask(ctx context.Context, c client.Client, id, run string) (in
 	return last, nil
 }
 
-// ErrHostRunning means forget was asked of a running host workflow without
+// ErrRunning means forget was asked of a running host workflow without
 // the confirmation that its registry may go.
-var ErrHostRunning = errors.New("host workflow is running")
+var ErrRunning = errors.New("host workflow is running")
 
-// ForgetHost deliberately starts a host over with an empty registry: a
+// Forget deliberately starts a host over with an empty registry: a
 // closed workflow is replaced by a new empty run; a running one is
 // terminated first, and only when terminate is set, since its registry and
 // supervision go with it (the processes themselves keep running, no longer
 // supervised). A host with no workflow gets an empty one.
-func ForgetHost(ctx context.Context, c client.Client, taskQueue string, h proc.HostID, terminate bool) (string, error) {
-	id := HostWorkflowID(h)
+func Forget(ctx context.Context, c client.Client, taskQueue string, h proc.HostID, terminate bool) (string, error) {
+	id := workflows.HostWorkflowID(h)
 	desc, err := c.DescribeWorkflowExecution(ctx, id, "")
 	var nf *serviceerror.NotFound
 	switch {
@@ -144,7 +147,7 @@ func ForgetHost(ctx context.Context, c client.Client, taskQueue string, h proc.H
 		return "", err
 	case desc.GetWorkflowExecutionInfo().GetStatus() == enums.WORKFLOW_EXECUTION_STATUS_RUNNING:
 		if !terminate {
-			return "", fmt.Errorf("%w: %s holds the registry and supervision of %s; forgetting drops them (its processes keep running, unsupervised): confirm with --yes", ErrHostRunning, id, h)
+			return "", fmt.Errorf("%w: %s holds the registry and supervision of %s; forgetting drops them (its processes keep running, unsupervised): confirm with --yes", ErrRunning, id, h)
 		}
 		if err := c.TerminateWorkflow(ctx, id, desc.GetWorkflowExecutionInfo().GetExecution().GetRunId(), "starter host forget"); err != nil {
 			return "", fmt.Errorf("terminate %s: %w", id, err)
@@ -153,7 +156,7 @@ func ForgetHost(ctx context.Context, c client.Client, taskQueue string, h proc.H
 	run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
 		ID: id, TaskQueue: taskQueue,
 		WorkflowIDReusePolicy: enums.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
-	}, HostWorkflowName, newHostState(h, Supervision{}))
+	}, workflows.HostWorkflowName, workflows.NewHostState(h, workflows.Supervision{}))
 	if err != nil {
 		return "", fmt.Errorf("start %s: %w", id, err)
 	}

@@ -1,4 +1,4 @@
-package workflows
+package engine
 
 import (
 	"context"
@@ -16,6 +16,7 @@ import (
 	"go.temporal.io/sdk/converter"
 
 	"github.com/drover-sh/drover/proc"
+	"github.com/drover-sh/drover/workflows"
 )
 
 // fleetClient lists host workflows from memory and answers registry and
@@ -27,7 +28,7 @@ type fleetClient struct {
 }
 
 func (f *fleetClient) SignalWorkflow(_ context.Context, id, _, name string, _ any) error {
-	if name != RenewSignal || id == "" {
+	if name != workflows.RenewSignal || id == "" {
 		return fmt.Errorf("signal %q to %q", name, id)
 	}
 	f.signals.Add(1)
@@ -47,9 +48,9 @@ func (f *fleetClient) ListWorkflow(_ context.Context, req *workflowservice.ListW
 
 func (f *fleetClient) QueryWorkflowWithOptions(_ context.Context, req *client.QueryWorkflowWithOptionsRequest) (*client.QueryWorkflowWithOptionsResponse, error) {
 	f.queries.Add(1)
-	var v any = []Event{}
-	if req.QueryType == RegistryQuery {
-		v = []Entry{{Process: proc.ProcessID{Namespace: "old", Name: "svc"}, Registration: proc.Registration{Expected: true}}}
+	var v any = []workflows.Event{}
+	if req.QueryType == workflows.RegistryQuery {
+		v = []workflows.Entry{{Process: proc.ProcessID{Namespace: "old", Name: "svc"}, Registration: proc.Registration{Expected: true}}}
 	}
 	b, _ := json.Marshal(v)
 	return &client.QueryWorkflowWithOptionsResponse{QueryResult: jsonValue(b)}, nil
@@ -69,19 +70,19 @@ func TestListDigestsAtFleetSize(t *testing.T) {
 	f := &fleetClient{}
 	for i := 0; i < hosts; i++ {
 		id := proc.HostID{CloudID: i % 3, IP: fmt.Sprintf("10.%d.%d.%d", i/65536, i/256%256, i%256)}
-		info := &workflowpb.WorkflowExecutionInfo{Execution: &commonpb.WorkflowExecution{WorkflowId: HostWorkflowID(id)}}
+		info := &workflowpb.WorkflowExecutionInfo{Execution: &commonpb.WorkflowExecution{WorkflowId: workflows.HostWorkflowID(id)}}
 		if i >= withoutMemo {
-			p, err := dc.ToPayload(Digest{Procs: []ProcDigest{{Namespace: "web", Name: "svc", Managed: true, Expected: true, Actual: StateRunning}}})
+			p, err := dc.ToPayload(workflows.Digest{Procs: []workflows.ProcDigest{{Namespace: "web", Name: "svc", Managed: true, Expected: true, Actual: workflows.StateRunning}}})
 			if err != nil {
 				t.Fatal(err)
 			}
-			info.Memo = &commonpb.Memo{Fields: map[string]*commonpb.Payload{RegistryMemo: p}}
+			info.Memo = &commonpb.Memo{Fields: map[string]*commonpb.Payload{workflows.RegistryMemo: p}}
 			if i >= withoutMemo+withoutSpecs {
-				specs, err := dc.ToPayload([]RegistryEntry{{Process: proc.ProcessID{Namespace: "web", Name: "svc"}}})
+				specs, err := dc.ToPayload([]workflows.RegistryEntry{{Process: proc.ProcessID{Namespace: "web", Name: "svc"}}})
 				if err != nil {
 					t.Fatal(err)
 				}
-				info.Memo.Fields[SpecsMemo] = specs
+				info.Memo.Fields[workflows.SpecsMemo] = specs
 			}
 		}
 		f.execs = append(f.execs, info)
@@ -128,8 +129,8 @@ func TestRunningHostsOfAQueue(t *testing.T) {
 		{"drover", "WorkflowType = 'Host' AND ExecutionStatus = 'Running' AND TaskQueue = 'drover'"},
 		{"a'b", "WorkflowType = 'Host' AND ExecutionStatus = 'Running' AND TaskQueue = 'a''b'"},
 	} {
-		if got := runningHosts(tc.queue); got != tc.want {
-			t.Errorf("runningHosts(%q) = %q, want %q", tc.queue, got, tc.want)
+		if got := RunningHosts(tc.queue); got != tc.want {
+			t.Errorf("RunningHosts(%q) = %q, want %q", tc.queue, got, tc.want)
 		}
 	}
 }

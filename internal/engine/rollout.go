@@ -1,4 +1,4 @@
-package workflows
+package engine
 
 import (
 	"context"
@@ -14,6 +14,7 @@ import (
 
 	"github.com/drover-sh/drover/gseapi"
 	"github.com/drover-sh/drover/policies"
+	"github.com/drover-sh/drover/workflows"
 )
 
 // StartRollout begins the task as a Rollout workflow under a new task id;
@@ -26,7 +27,7 @@ func (e *Engine) StartRollout(ctx context.Context, t *gseapi.Task, r policies.Ro
 	if e.Now != nil {
 		now = e.Now
 	}
-	in := RolloutInput{OperateInput: OperateInput{TaskID: gseapi.NewTaskID(now()), Op: t.Op, Items: e.withAccounts(t.Items), Manage: t.Manage}, Rollout: r}
+	in := workflows.RolloutInput{OperateInput: workflows.OperateInput{TaskID: gseapi.NewTaskID(now()), Op: t.Op, Items: e.withAccounts(t.Items), Manage: t.Manage}, Rollout: r}
 	opts := client.StartWorkflowOptions{
 		ID: in.TaskID, TaskQueue: e.TaskQueue, Memo: TaskMemo(t),
 		WorkflowIDReusePolicy: enums.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
@@ -34,8 +35,8 @@ func (e *Engine) StartRollout(ctx context.Context, t *gseapi.Task, r policies.Ro
 	indexed := in
 	indexed.Indexed = true
 	sa := temporal.NewSearchAttributes(append(taskSearchUpdates(in.OperateInput),
-		SARolloutState.ValueSet(RolloutRunning), SARolloutBatch.ValueSet(0))...)
-	if err := startIndexed(ctx, e.Client, opts, sa, RolloutWorkflowName, indexed, in); err != nil {
+		workflows.SARolloutState.ValueSet(workflows.RolloutRunning), workflows.SARolloutBatch.ValueSet(0))...)
+	if err := startIndexed(ctx, e.Client, opts, sa, workflows.RolloutWorkflowName, indexed, in); err != nil {
 		return "", fmt.Errorf("%w: %v", gseapi.ErrUnavailable, err)
 	}
 	return in.TaskID, nil
@@ -43,13 +44,13 @@ func (e *Engine) StartRollout(ctx context.Context, t *gseapi.Task, r policies.Ro
 
 // ControlRollout signals a running rollout: pause, resume, approve or abort.
 func (e *Engine) ControlRollout(ctx context.Context, taskID, action string) error {
-	if !slices.Contains(RolloutActions, action) {
+	if !slices.Contains(workflows.RolloutActions, action) {
 		return fmt.Errorf("%w: action %q is not one of pause, resume, approve, abort", gseapi.ErrNotRollout, action)
 	}
 	if err := e.rolloutRunning(ctx, taskID); err != nil {
 		return err
 	}
-	return e.Client.SignalWorkflow(ctx, taskID, "", RolloutSignal, action)
+	return e.Client.SignalWorkflow(ctx, taskID, "", workflows.RolloutSignal, action)
 }
 
 // RolloutStatus returns a rollout's state and counts, ended or not.
@@ -57,11 +58,11 @@ func (e *Engine) RolloutStatus(ctx context.Context, taskID string) (any, error) 
 	if _, err := e.describeRollout(ctx, taskID); err != nil {
 		return nil, err
 	}
-	v, err := e.Client.QueryWorkflow(ctx, taskID, "", RolloutStatusQuery)
+	v, err := e.Client.QueryWorkflow(ctx, taskID, "", workflows.RolloutStatusQuery)
 	if err != nil {
 		return nil, err
 	}
-	var st RolloutStatus
+	var st workflows.RolloutStatus
 	return st, v.Get(&st)
 }
 
@@ -86,7 +87,7 @@ func (e *Engine) describeRollout(ctx context.Context, taskID string) (enums.Work
 		return 0, fmt.Errorf("%w: %v", gseapi.ErrUnavailable, err)
 	}
 	info := desc.GetWorkflowExecutionInfo()
-	if info.GetType().GetName() != RolloutWorkflowName {
+	if info.GetType().GetName() != workflows.RolloutWorkflowName {
 		return 0, fmt.Errorf("%w: task %s is a plain op, not a rollout", gseapi.ErrNotRollout, taskID)
 	}
 	return info.GetStatus(), nil

@@ -1,4 +1,4 @@
-package workflows
+package dispatch
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 	"github.com/drover-sh/drover/activities"
 	"github.com/drover-sh/drover/inventory"
 	"github.com/drover-sh/drover/proc"
+	"github.com/drover-sh/drover/workflows"
 )
 
 // cutShort stands in for a server that holds registry reads until the
@@ -44,7 +45,7 @@ func TestStatusBatchCutShortIsRetriedNotAnswered(t *testing.T) {
 
 // testBatchCutShort runs a read batch of two hosts whose registry reads
 // end its own context, and wants it to fail as a whole.
-func testBatchCutShort(t *testing.T, batch func(*Dispatcher, context.Context, StatusInput) ([]HostReply, error)) {
+func testBatchCutShort(t *testing.T, batch func(*Dispatcher, context.Context, workflows.StatusInput) ([]workflows.HostReply, error)) {
 	hosts := []inventory.Host{{IP: "10.0.0.1"}, {IP: "10.0.0.2"}}
 	inv, err := inventory.New("/dev/null", inventory.Host{User: "root", IdentityFile: "/dev/null"}, nil, hosts)
 	if err != nil {
@@ -57,7 +58,7 @@ func testBatchCutShort(t *testing.T, batch func(*Dispatcher, context.Context, St
 	for _, h := range hosts {
 		items = append(items, proc.Item{Target: proc.Target{IP: h.IP}, Process: proc.ProcessID{Namespace: "ns", Name: "p"}})
 	}
-	replies, err := batch(d, ctx, StatusInput{TaskID: "T", Items: items})
+	replies, err := batch(d, ctx, workflows.StatusInput{TaskID: "T", Items: items})
 	if !errors.Is(err, context.Canceled) || replies != nil {
 		t.Fatalf("want the batch to fail with its context's end and answer nothing; got %v and %+v", err, replies)
 	}

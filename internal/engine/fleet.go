@@ -1,4 +1,4 @@
-package workflows
+package engine
 
 import (
 	"context"
@@ -15,12 +15,13 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/drover-sh/drover/proc"
+	"github.com/drover-sh/drover/workflows"
 )
 
 // HostDigest is one host's registry digest, as the fleet listing read it.
 type HostDigest struct {
 	Host   proc.HostID
-	Digest Digest
+	Digest workflows.Digest
 }
 
 // listPageSize is the host workflows one listing page asks for: a fleet of
@@ -42,12 +43,12 @@ func ListDigests(ctx context.Context, c client.Client, dc converter.DataConverte
 	}
 	var out []HostDigest
 	var ask []proc.HostID
-	err := eachHost(ctx, c, runningHosts(queue), listPageSize, func(host proc.HostID, ex *workflowpb.WorkflowExecutionInfo) error {
+	err := eachHost(ctx, c, RunningHosts(queue), listPageSize, func(host proc.HostID, ex *workflowpb.WorkflowExecutionInfo) error {
 		if keep != nil && !keep(host) {
 			return nil
 		}
-		var d Digest
-		p := ex.GetMemo().GetFields()[RegistryMemo]
+		var d workflows.Digest
+		p := ex.GetMemo().GetFields()[workflows.RegistryMemo]
 		if p == nil || dc.FromPayload(p, &d) != nil || d.Omitted > 0 {
 			ask = append(ask, host)
 			return nil
@@ -76,18 +77,18 @@ func queryDigests(ctx context.Context, c client.Client, hosts []proc.HostID) ([]
 	g.SetLimit(fallbackParallel)
 	for _, h := range hosts {
 		g.Go(func() error {
-			var entries []Entry
-			var events []Event
-			id := HostWorkflowID(h)
-			found, err := QueryOpen(ctx, c, id, RegistryQuery, &entries)
+			var entries []workflows.Entry
+			var events []workflows.Event
+			id := workflows.HostWorkflowID(h)
+			found, err := QueryOpen(ctx, c, id, workflows.RegistryQuery, &entries)
 			if err == nil && found {
-				_, err = QueryOpen(ctx, c, id, EventsQuery, &events)
+				_, err = QueryOpen(ctx, c, id, workflows.EventsQuery, &events)
 			}
 			if err != nil {
 				return fmt.Errorf("read the registry: %w", err)
 			}
 			if found {
-				d := DigestOf(entries, events, time.Now())
+				d := workflows.DigestOf(entries, events, time.Now())
 				d.Procs, d.Omitted = digestAll(entries, events), 0
 				mu.Lock()
 				out = append(out, HostDigest{Host: h, Digest: d})
@@ -102,11 +103,11 @@ func queryDigests(ctx context.Context, c client.Client, hosts []proc.HostID) ([]
 
 // digestAll is DigestOf without the memo's bound on processes: read from
 // the registry itself, every process is listed.
-func digestAll(entries []Entry, events []Event) []ProcDigest {
-	var procs []ProcDigest
-	for start := 0; start < len(entries); start += MaxDigestProcs {
-		end := min(start+MaxDigestProcs, len(entries))
-		procs = append(procs, DigestOf(entries[start:end], events, time.Now()).Procs...)
+func digestAll(entries []workflows.Entry, events []workflows.Event) []workflows.ProcDigest {
+	var procs []workflows.ProcDigest
+	for start := 0; start < len(entries); start += workflows.MaxDigestProcs {
+		end := min(start+workflows.MaxDigestProcs, len(entries))
+		procs = append(procs, workflows.DigestOf(entries[start:end], events, time.Now()).Procs...)
 	}
 	return procs
 }
@@ -118,13 +119,13 @@ func digestAll(entries []Entry, events []Event) []ProcDigest {
 // retiring a change's old branch needs). It returns how many it asked.
 func RenewHosts(ctx context.Context, c client.Client, queue string, all bool) (int, error) {
 	asked := 0
-	err := eachHost(ctx, c, runningHosts(queue), listPageSize, func(_ proc.HostID, ex *workflowpb.WorkflowExecutionInfo) error {
+	err := eachHost(ctx, c, RunningHosts(queue), listPageSize, func(_ proc.HostID, ex *workflowpb.WorkflowExecutionInfo) error {
 		memo := ex.GetMemo().GetFields()
-		if !all && memo[RegistryMemo] != nil && memo[SpecsMemo] != nil {
+		if !all && memo[workflows.RegistryMemo] != nil && memo[workflows.SpecsMemo] != nil {
 			return nil
 		}
 		run := ex.GetExecution()
-		if err := c.SignalWorkflow(ctx, run.GetWorkflowId(), run.GetRunId(), RenewSignal, nil); err != nil {
+		if err := c.SignalWorkflow(ctx, run.GetWorkflowId(), run.GetRunId(), workflows.RenewSignal, nil); err != nil {
 			return fmt.Errorf("renew %s: %w", run.GetWorkflowId(), err)
 		}
 		asked++
@@ -133,11 +134,11 @@ func RenewHosts(ctx context.Context, c client.Client, queue string, all bool) (i
 	return asked, err
 }
 
-// runningHosts is the listing query of every running host workflow on a
+// RunningHosts is the listing query of every running host workflow on a
 // task queue: a deployment's hosts are those its workers run, and another
 // deployment in the namespace lists its own. An empty queue lists all.
-func runningHosts(queue string) string {
-	q := fmt.Sprintf("WorkflowType = '%s' AND ExecutionStatus = 'Running'", HostWorkflowName)
+func RunningHosts(queue string) string {
+	q := fmt.Sprintf("WorkflowType = '%s' AND ExecutionStatus = 'Running'", workflows.HostWorkflowName)
 	if queue != "" {
 		q += fmt.Sprintf(" AND TaskQueue = '%s'", strings.ReplaceAll(queue, "'", "''"))
 	}
@@ -154,7 +155,7 @@ func eachHost(ctx context.Context, c client.Client, q string, pageSize int, each
 			return fmt.Errorf("list host workflows: %w", err)
 		}
 		for _, ex := range resp.Executions {
-			if h, ok := parseHostWorkflowID(ex.GetExecution().GetWorkflowId()); ok {
+			if h, ok := workflows.ParseHostWorkflowID(ex.GetExecution().GetWorkflowId()); ok {
 				if err := each(h, ex); err != nil {
 					return err
 				}
@@ -164,4 +165,27 @@ func eachHost(ctx context.Context, c client.Client, q string, pageSize int, each
 			return nil
 		}
 	}
+}
+
+// ScanRegistries pages through the host workflows query q finds, calling
+// each with a host's registry from its specs memo; ok is false for a
+// host whose memo has none.
+func ScanRegistries(ctx context.Context, c client.Client, dc converter.DataConverter, q string, pageSize int, each func(proc.HostID, []workflows.Entry, bool)) error {
+	if dc == nil {
+		dc = converter.GetDefaultDataConverter()
+	}
+	return eachHost(ctx, c, q, pageSize, func(h proc.HostID, ex *workflowpb.WorkflowExecutionInfo) error {
+		var reg []workflows.RegistryEntry
+		p := ex.GetMemo().GetFields()[workflows.SpecsMemo]
+		if p == nil || dc.FromPayload(p, &reg) != nil {
+			each(h, nil, false)
+			return nil
+		}
+		entries := make([]workflows.Entry, len(reg))
+		for i, r := range reg {
+			entries[i] = workflows.Entry{Process: r.Process, Spec: r.Spec, SupplierID: r.SupplierID, Registration: r.Registration}
+		}
+		each(h, entries, true)
+		return nil
+	})
 }

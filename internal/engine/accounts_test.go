@@ -1,4 +1,4 @@
-package workflows
+package engine
 
 import (
 	"testing"

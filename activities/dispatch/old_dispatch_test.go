@@ -1,4 +1,6 @@
-package workflows
+package dispatch
+
+// Tests of the Dispatch activity (old_dispatch.go): they go with it.
 
 import (
 	"context"
@@ -16,6 +18,7 @@ import (
 
 	"github.com/drover-sh/drover/inventory"
 	"github.com/drover-sh/drover/proc"
+	"github.com/drover-sh/drover/workflows"
 )
 
 // hostsServer stands in for the Temporal server's host workflows: status
@@ -26,7 +29,7 @@ type hostsServer struct {
 	mu        sync.Mutex
 	status    map[string]enums.WorkflowExecutionStatus
 	raced     map[string]bool // refused once, then found running
-	signalled map[string]HostRequest
+	signalled map[string]workflows.HostRequest
 	described map[string]int
 	policies  []enums.WorkflowIdReusePolicy
 }
@@ -45,7 +48,7 @@ func (s *hostsServer) SignalWithStartWorkflow(_ context.Context, id, _ string, a
 		return nil, serviceerror.NewWorkflowExecutionAlreadyStarted("started", "", "")
 	}
 	s.status[id] = enums.WORKFLOW_EXECUTION_STATUS_RUNNING
-	s.signalled[id] = arg.(HostRequest)
+	s.signalled[id] = arg.(workflows.HostRequest)
 	return nil, nil
 }
 
@@ -76,7 +79,7 @@ func TestDispatchNeverReplacesAClosedHostWorkflow(t *testing.T) {
 			"host:0:10.0.0.4": enums.WORKFLOW_EXECUTION_STATUS_RUNNING,
 		},
 		raced:     map[string]bool{"host:0:10.0.0.3": true}, // restored meanwhile
-		signalled: map[string]HostRequest{}, described: map[string]int{},
+		signalled: map[string]workflows.HostRequest{}, described: map[string]int{},
 	}
 	d := &Dispatcher{Client: srv, TaskQueue: "q", Inventory: inv}
 	var s testsuite.WorkflowTestSuite
@@ -87,11 +90,11 @@ func TestDispatchNeverReplacesAClosedHostWorkflow(t *testing.T) {
 		items = append(items, proc.Item{Target: proc.Target{IP: h.IP}, Process: proc.ProcessID{Namespace: "ns", Name: "p"}})
 	}
 	issued := time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
-	v, err := env.ExecuteActivity(d.Dispatch, DispatchInput{ReplyTo: "T", TaskID: "T", Op: proc.OpStart, Items: items, Issued: issued})
+	v, err := env.ExecuteActivity(d.Dispatch, workflows.DispatchInput{ReplyTo: "T", TaskID: "T", Op: proc.OpStart, Items: items, Issued: issued})
 	if err != nil {
 		t.Fatal(err)
 	}
-	var out DispatchOutput
+	var out workflows.DispatchOutput
 	if err := v.Get(&out); err != nil {
 		t.Fatal(err)
 	}

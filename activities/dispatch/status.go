@@ -1,4 +1,4 @@
-package workflows
+package dispatch
 
 import (
 	"context"
@@ -10,23 +10,17 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/drover-sh/drover/activities"
-	"github.com/drover-sh/drover/inventory"
+	"github.com/drover-sh/drover/internal/hostloss"
 	"github.com/drover-sh/drover/policies"
 	"github.com/drover-sh/drover/proc"
+	"github.com/drover-sh/drover/workflows"
 )
-
-// StatusInput is a batch of status items probed by one activity.
-type StatusInput struct {
-	TaskID string      `json:"task_id"`
-	Items  []proc.Item `json:"items"`
-	Offset int         `json:"offset"`
-}
 
 // Status probes a batch of items directly, without their host workflows: a
 // read needs no serialising, and one activity for many hosts keeps the
 // engine's cost per host small. Registered specs are read from the host
 // workflows' memos, with one listing per batch.
-func (d *Dispatcher) Status(ctx context.Context, in StatusInput) ([]HostReply, error) {
+func (d *Dispatcher) Status(ctx context.Context, in workflows.StatusInput) ([]workflows.HostReply, error) {
 	// Heartbeat while registries are read, too: the listing, or a host
 	// read by query, can outlast the heartbeat timeout before any probe
 	// (which heartbeats) has begun.
@@ -48,13 +42,13 @@ func (d *Dispatcher) Status(ctx context.Context, in StatusInput) ([]HostReply, e
 		}
 	}
 	registries := newRegistryCache(ctx, d.Client, d.DataConverter, hosts)
-	out := make([]HostReply, len(in.Items))
+	out := make([]workflows.HostReply, len(in.Items))
 	var g errgroup.Group
 	g.SetLimit(statusParallel)
 	var done atomic.Int64
 	for i, it := range in.Items {
 		g.Go(func() error {
-			out[i] = HostReply{Index: in.Offset + i, Result: d.statusOne(ctx, registries, in.TaskID, it)}
+			out[i] = workflows.HostReply{Index: in.Offset + i, Result: d.statusOne(ctx, registries, in.TaskID, it)}
 			if n := done.Add(1); n%50 == 0 {
 				activity.RecordHeartbeat(ctx, n)
 			}
@@ -82,15 +76,15 @@ func (d *Dispatcher) statusOne(ctx context.Context, registries *registryCache, t
 		return unknownHost(it.Target)
 	}
 	entries, err := registries.get(ctx, it.Target.HostID(), it.Process)
-	var lost *HostLostError
+	var lost *hostloss.Error
 	switch {
 	case errors.As(err, &lost) && it.Spec == nil:
-		return hostLost(lost.Host, lost.Status)
+		return hostloss.Answer(lost.Host, lost.Status)
 	case errors.As(err, &lost):
 		// An inline spec needs no registry: the probe still answers.
 		entries, err = nil, nil
 	case err != nil:
-		return proc.HostResult{Code: proc.CodeInternal, Message: oneLine(fmt.Sprintf("read the registry of %s: %v", HostWorkflowID(it.Target.HostID()), err))}
+		return proc.HostResult{Code: proc.CodeInternal, Message: oneLine(fmt.Sprintf("read the registry of %s: %v", workflows.HostWorkflowID(it.Target.HostID()), err))}
 	}
 	in, res := statusInput(it, entries, taskID)
 	if res != nil {
@@ -101,10 +95,10 @@ func (d *Dispatcher) statusOne(ctx context.Context, registries *registryCache, t
 
 // statusInput is the probe of item it by a host's registry entries, or the
 // item's answer when the registry rules a probe out.
-func statusInput(it proc.Item, entries []Entry, taskID string) (activities.HostOpInput, *proc.HostResult) {
-	var entry Entry
+func statusInput(it proc.Item, entries []workflows.Entry, taskID string) (activities.HostOpInput, *proc.HostResult) {
+	var entry workflows.Entry
 	if it.Spec != nil {
-		entry = Entry{Process: it.Process, Spec: *it.Spec}
+		entry = workflows.Entry{Process: it.Process, Spec: *it.Spec}
 	}
 	found := false
 	for _, e := range entries {
@@ -138,9 +132,4 @@ func (d *Dispatcher) probeStatus(ctx context.Context, in activities.HostOpInput)
 		return proc.HostResult{Code: proc.CodeInternal, Message: oneLine(err.Error())}
 	}
 	return out.Result
-}
-
-// connector is a Runner that can connect ahead of its first command.
-type connector interface {
-	Connect(ctx context.Context, host inventory.Host) error
 }

@@ -1,4 +1,4 @@
-package workflows
+package dispatch
 
 import (
 	"context"
@@ -9,12 +9,14 @@ import (
 
 	"go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
-	workflowpb "go.temporal.io/api/workflow/v1"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
 
+	"github.com/drover-sh/drover/internal/engine"
+	"github.com/drover-sh/drover/internal/hostloss"
 	"github.com/drover-sh/drover/policies"
 	"github.com/drover-sh/drover/proc"
+	"github.com/drover-sh/drover/workflows"
 )
 
 // registryCache reads the registries of one status batch: every listed
@@ -22,7 +24,7 @@ import (
 // only a host the listing does not answer for by describe and query.
 type registryCache struct {
 	c      client.Client
-	listed map[proc.HostID][]Entry
+	listed map[proc.HostID][]workflows.Entry
 	mu     sync.Mutex
 	m      map[proc.HostID]*registryRead
 }
@@ -38,7 +40,7 @@ var (
 
 type registryRead struct {
 	once    sync.Once
-	entries []Entry
+	entries []workflows.Entry
 	err     error
 }
 
@@ -53,8 +55,8 @@ func newRegistryCache(ctx context.Context, c client.Client, dc converter.DataCon
 // get is host h's registry. A host whose memo does not list the process
 // asked for is read again by query: its memo may be behind a register
 // that has just ended, or cut short (MaxDigestProcs).
-func (rc *registryCache) get(ctx context.Context, h proc.HostID, p proc.ProcessID) ([]Entry, error) {
-	if entries, ok := rc.listed[h]; ok && len(entries) < MaxDigestProcs {
+func (rc *registryCache) get(ctx context.Context, h proc.HostID, p proc.ProcessID) ([]workflows.Entry, error) {
+	if entries, ok := rc.listed[h]; ok && len(entries) < workflows.MaxDigestProcs {
 		for _, e := range entries {
 			if e.Process == p {
 				return entries, nil
@@ -69,13 +71,23 @@ func (rc *registryCache) get(ctx context.Context, h proc.HostID, p proc.ProcessI
 	}
 	rc.mu.Unlock()
 	r.once.Do(func() {
-		r.entries, r.err = rc.read(ctx, HostWorkflowID(h))
+		r.entries, r.err = rc.read(ctx, workflows.HostWorkflowID(h))
 	})
 	return r.entries, r.err
 }
 
+// whole is host h's whole registry: from the listing when its memo held
+// every entry, else read from the host workflow.
+func (rc *registryCache) whole(ctx context.Context, h proc.HostID) ([]workflows.Entry, error) {
+	if entries, ok := rc.listed[h]; ok && len(entries) < workflows.MaxDigestProcs {
+		return entries, nil
+	}
+	// No process is named "": get reads the registry itself.
+	return rc.get(ctx, h, proc.ProcessID{})
+}
+
 // read returns a host workflow's registry by describe and query.
-func (rc *registryCache) read(ctx context.Context, id string) ([]Entry, error) {
+func (rc *registryCache) read(ctx context.Context, id string) ([]workflows.Entry, error) {
 	registryDescribes <- struct{}{}
 	desc, err := rc.c.DescribeWorkflowExecution(ctx, id, "")
 	<-registryDescribes
@@ -87,15 +99,15 @@ func (rc *registryCache) read(ctx context.Context, id string) ([]Entry, error) {
 		return nil, fmt.Errorf("%s: %w", id, err)
 	}
 	if st := desc.GetWorkflowExecutionInfo().GetStatus(); st != enums.WORKFLOW_EXECUTION_STATUS_RUNNING {
-		h, _ := parseHostWorkflowID(id)
-		return nil, &HostLostError{Host: h, Status: st}
+		h, _ := workflows.ParseHostWorkflowID(id)
+		return nil, &hostloss.Error{Host: h, Status: st}
 	}
-	var entries []Entry
+	var entries []workflows.Entry
 	registryQueries <- struct{}{}
 	defer func() { <-registryQueries }()
 	for attempt := 1; ; attempt++ {
 		qctx, cancel := context.WithTimeout(ctx, policies.RegistryQueryTimeout)
-		_, err = QueryOpen(qctx, rc.c, id, RegistryQuery, &entries)
+		_, err = engine.QueryOpen(qctx, rc.c, id, workflows.RegistryQuery, &entries)
 		cancel()
 		if err == nil || attempt == policies.RegistryQueryAttempts || ctx.Err() != nil || !timedOut(err) {
 			break
@@ -113,15 +125,15 @@ const registryListBatch = 100
 // listRegistries reads the specs memo of the running host workflows of
 // hosts, registryListBatch ids a listing. A host missing from the answer
 // has no running workflow, or none with the memo yet.
-func listRegistries(ctx context.Context, c client.Client, dc converter.DataConverter, hosts []proc.HostID) (map[proc.HostID][]Entry, error) {
-	out := map[proc.HostID][]Entry{}
+func listRegistries(ctx context.Context, c client.Client, dc converter.DataConverter, hosts []proc.HostID) (map[proc.HostID][]workflows.Entry, error) {
+	out := map[proc.HostID][]workflows.Entry{}
 	for start := 0; start < len(hosts); start += registryListBatch {
 		ids := make([]string, 0, registryListBatch)
 		for _, h := range hosts[start:min(start+registryListBatch, len(hosts))] {
-			ids = append(ids, "'"+HostWorkflowID(h)+"'")
+			ids = append(ids, "'"+workflows.HostWorkflowID(h)+"'")
 		}
-		q := fmt.Sprintf("%s AND WorkflowId IN (%s)", runningHosts(""), strings.Join(ids, ","))
-		err := scanRegistries(ctx, c, dc, q, len(ids), func(h proc.HostID, entries []Entry, ok bool) {
+		q := fmt.Sprintf("%s AND WorkflowId IN (%s)", engine.RunningHosts(""), strings.Join(ids, ","))
+		err := engine.ScanRegistries(ctx, c, dc, q, len(ids), func(h proc.HostID, entries []workflows.Entry, ok bool) {
 			if ok {
 				out[h] = entries
 			}
@@ -131,29 +143,6 @@ func listRegistries(ctx context.Context, c client.Client, dc converter.DataConve
 		}
 	}
 	return out, nil
-}
-
-// scanRegistries pages through the host workflows query q finds, calling
-// each with a host's registry from its specs memo; ok is false for a
-// host whose memo has none.
-func scanRegistries(ctx context.Context, c client.Client, dc converter.DataConverter, q string, pageSize int, each func(proc.HostID, []Entry, bool)) error {
-	if dc == nil {
-		dc = converter.GetDefaultDataConverter()
-	}
-	return eachHost(ctx, c, q, pageSize, func(h proc.HostID, ex *workflowpb.WorkflowExecutionInfo) error {
-		var reg []RegistryEntry
-		p := ex.GetMemo().GetFields()[SpecsMemo]
-		if p == nil || dc.FromPayload(p, &reg) != nil {
-			each(h, nil, false)
-			return nil
-		}
-		entries := make([]Entry, len(reg))
-		for i, r := range reg {
-			entries[i] = Entry{Process: r.Process, Spec: r.Spec, SupplierID: r.SupplierID, Registration: r.Registration}
-		}
-		each(h, entries, true)
-		return nil
-	})
 }
 
 // timedOut reports whether a call failed by running out of time, on the

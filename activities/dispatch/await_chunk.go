@@ -1,0 +1,46 @@
+package dispatch
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/drover-sh/drover/activities"
+	"github.com/drover-sh/drover/proc"
+	"github.com/drover-sh/drover/workflows"
+)
+
+// AwaitChunk waits until a chunk workflow closes and returns its counts. A
+// chunk that failed as a whole counts every item failed. A stopping worker
+// hands the wait back, to be retried on another.
+func (d *Dispatcher) AwaitChunk(ctx context.Context, in workflows.AwaitChunkInput) (workflows.ChunkCounts, error) {
+	defer activities.KeepAlive(ctx)()
+	ctx, _, release := activities.StopOnWorkerStop(ctx)
+	defer release()
+	var res workflows.OperateResult
+	err := d.Client.GetWorkflow(ctx, in.ID, "").Get(ctx, &res)
+	if err == nil {
+		return workflows.ChunkCounts{ID: in.ID, Total: in.Total, Done: res.Done, Failed: proc.CountFailed(res.Results), Finished: true}, nil
+	}
+	if ctx.Err() != nil {
+		return workflows.ChunkCounts{}, err
+	}
+	desc, derr := d.Client.DescribeWorkflowExecution(ctx, in.ID, "")
+	var nf *serviceerror.NotFound
+	switch {
+	case errors.As(derr, &nf):
+		return workflows.ChunkCounts{}, temporal.NewNonRetryableApplicationError("chunk "+in.ID+" not found", workflows.ErrChunkNotFound, derr)
+	case derr != nil:
+		return workflows.ChunkCounts{}, derr
+	}
+	switch desc.GetWorkflowExecutionInfo().GetStatus() {
+	case enums.WORKFLOW_EXECUTION_STATUS_RUNNING, enums.WORKFLOW_EXECUTION_STATUS_COMPLETED, enums.WORKFLOW_EXECUTION_STATUS_CONTINUED_AS_NEW:
+		return workflows.ChunkCounts{}, err // a transient error: the wait is retried
+	}
+	return workflows.ChunkCounts{ID: in.ID, Total: in.Total, Done: in.Total, Failed: in.Total, Finished: true,
+		Error: oneLine(fmt.Sprintf("chunk %s ended %s: %v", in.ID, desc.GetWorkflowExecutionInfo().GetStatus(), err))}, nil
+}

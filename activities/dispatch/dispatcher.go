@@ -1,0 +1,58 @@
+// Package dispatch runs the activities of drover's task fan-out: handing
+// items to host workflows, probing and checking hosts in batches, waiting
+// for chunks, holding a rollout's health gate and arming shard watches.
+// Workflows schedule them by the names in workflows/protocol.go; a worker
+// registers a Dispatcher's methods under those names (Register).
+package dispatch
+
+import (
+	"context"
+	"strings"
+	"sync"
+
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/converter"
+
+	"github.com/drover-sh/drover/activities"
+	"github.com/drover-sh/drover/inventory"
+	"github.com/drover-sh/drover/proc"
+	"github.com/drover-sh/drover/workflows"
+)
+
+// Dispatcher hands task items to host workflows, and probes status batches
+// itself.
+type Dispatcher struct {
+	Client    client.Client
+	TaskQueue string
+	Inventory *inventory.Inventory
+	Acts      *activities.Activities
+	// Supervision is handed to every host workflow with its requests.
+	Supervision workflows.Supervision
+	// DataConverter decodes host workflows' memos, as the client encodes
+	// payloads; nil means the default.
+	DataConverter converter.DataConverter
+
+	armsOnce sync.Once
+	arms     *armBatcher
+}
+
+// dispatchParallel bounds concurrent signal-with-start calls per activity.
+const dispatchParallel = 32
+
+// unknownHost answers an item whose host the inventory does not have: by
+// the agent id the caller sent when nothing mapped it to a host.
+func unknownHost(t proc.Target) proc.HostResult {
+	if !t.Resolved() {
+		return proc.Fail(proc.CodeUnknownHost, "agent id %q is not in the inventory (give its host agent_id, or send <bk_cloud_id>:<ip>)", t.AgentID)
+	}
+	return proc.Fail(proc.CodeUnknownHost, "host bk_cloud_id=%d ip=%s is not in the inventory", t.CloudID, t.IP)
+}
+
+// connector is a Runner that can connect ahead of its first command.
+type connector interface {
+	Connect(ctx context.Context, host inventory.Host) error
+}
+
+// oneLine keeps an error's text on one line: per-host messages are rows of
+// a table or lines of a log.
+func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
