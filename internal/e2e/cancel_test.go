@@ -114,6 +114,8 @@ func TestCancelRestartMidWay(t *testing.T) {
 			t.Errorf("%s: answered %d %q, want 0 or 9109", id.ip, r.Code, r.Message)
 		}
 	}
+	e.recordHistory(task, "operate-restart-cancelled")
+	e.recordHistory(workflows.HostWorkflowID(proc.HostID{IP: ids[open].ip}), "host-op-cancelled")
 	t.Logf("of %d: %d finished their restart, %d never restarted (their restart_cmd ended while it waited)", n, finished, never)
 	if finished != open || never != n-open {
 		t.Fatalf("%d finished and %d never restarted, want %d and %d", finished, never, open, n-open)

@@ -104,6 +104,7 @@ func TestHostsCheckFindsEachFailure(t *testing.T) {
 	if code != cli.ExitHostsFailed {
 		t.Fatalf("exit %d, want %d (hosts failed)", code, cli.ExitHostsFailed)
 	}
+	e.recordHistory(c.TaskID, "operate-check")
 	want := map[string]proc.Code{
 		healthy.IP: proc.CodeSuccess, down.IP: proc.CodeUnreachable, rekeyed.IP: proc.CodeHostKey,
 		refused.IP: proc.CodeAuthFailed, noSudo.IP: proc.CodeSudoRefused, removed: proc.CodeUnknownHost,
