@@ -88,7 +88,20 @@ func (linuxPlatform) statusScript(spec proc.Spec, window time.Duration, extras b
 // spec's account, as its start and stop do, so they see what the process
 // sees.
 func (l linuxPlatform) watchScript(entries []WatchEntry, health time.Duration, known []string, host *hostKnown) transport.Command {
-	args := []string{scripts["health.sh"], scripts["config_md5.sh"], strconv.FormatFloat(health.Seconds(), 'f', -1, 64)}
+	// The check scripts go only to a poll that runs them: a poll is sent
+	// every interval to every host.
+	healthSh, md5Sh := "", ""
+	for _, e := range entries {
+		if e.Spec.HealthCmd != "" {
+			healthSh = scripts["health.sh"]
+		}
+		for _, c := range e.Spec.ConfigMap {
+			if c.Path != "" && c.MD5 != "" {
+				md5Sh = scripts["config_md5.sh"]
+			}
+		}
+	}
+	args := []string{healthSh, md5Sh, strconv.FormatFloat(health.Seconds(), 'f', -1, 64)}
 	args = append(args, host.args()...)
 	args = append(args, strconv.Itoa(len(entries)))
 	for i, e := range entries {

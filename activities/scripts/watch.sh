@@ -6,10 +6,10 @@
 # then every check, each a group of five arguments:
 #   health ACCOUNT I SETUP HEALTH_CMD   health_cmd of entry I (Z line)
 #   md5 ACCOUNT I J FILE                md5 of entry I's config file J (M line)
-# HEALTH_SH and MD5_SH are health.sh and config_md5.sh. The poll itself
-# runs as the login user; each check runs as its ACCOUNT (through sudo;
-# "" when that is the login user), as its spec's start and stop do, so it
-# sees what the process sees. Checks run side by side, each bounded by
+# HEALTH_SH and MD5_SH are health.sh and config_md5.sh ("" with no such
+# check). The poll itself runs as the login user; each check runs as its
+# ACCOUNT (through sudo; "" when that is the login user), as its spec's
+# start and stop do, so it sees what the process sees. Checks run side by side, each bounded by
 # SECONDS on its own: a slow one is reported as such (or, for an md5, says
 # nothing) and never holds up the poll.
 # include: lib_probe.sh
