@@ -18,7 +18,7 @@ RCLONE_VERSION := v1.76.0
 FUZZTIME ?= 5s
 CHAOS_FUZZTIME ?= 30s
 
-.PHONY: all build deps bench-deps bench bench-fleet demo test test-unit test-scale test-hostcheck-scale test-s3 chaos fuzz lint fmt vet staticcheck clean
+.PHONY: all build deps bench-deps bench bench-fleet demo test test-unit test-scale test-hostcheck-scale test-s3 chaos fuzz lint fmt vet staticcheck shellcheck clean
 
 all: build
 
@@ -38,7 +38,7 @@ endef
 
 ## deps: install the Debian packages the test bed needs, when missing
 deps:
-	$(call apt_missing,sshd:openssh-server sudo:sudo unshare:util-linux)
+	$(call apt_missing,sshd:openssh-server sudo:sudo unshare:util-linux shellcheck:shellcheck)
 
 ## build: bin/worker, bin/starter and the pinned bin/temporal
 build: bin/worker bin/starter bin/temporal
@@ -65,9 +65,9 @@ FORCE:
 demo: deps build
 	$(GO) run ./internal/testbed/cmd/demo --bin $(BIN) $(if $(DEMO_ONCE),--once,)
 
-## test: unit and end-to-end tests against real sshd hosts and a real dev server,
-## the fault tests reduced, and every fuzz target for $(FUZZTIME)
-test: deps bin/temporal
+## test: shellcheck, unit and end-to-end tests against real sshd hosts and a
+## real dev server, the fault tests reduced, and every fuzz target for $(FUZZTIME)
+test: deps bin/temporal shellcheck
 	$(GO) vet ./...
 	$(GO) test -race -timeout $(TEST_TIMEOUT) $(GOFLAGS_TEST) ./...
 	$(GO) test -tags upgradeprobe -run TestReplay ./workflows/
@@ -85,7 +85,7 @@ chaos: deps bin/temporal
 test-unit:
 	$(GO) test -short ./...
 
-lint: fmt vet staticcheck
+lint: fmt vet staticcheck shellcheck
 
 fmt:
 	@out=$$(gofmt -l . | grep -v '^vendor/'); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
@@ -96,6 +96,11 @@ vet:
 staticcheck:
 	@command -v staticcheck >/dev/null 2>&1 || $(GO) install honnef.co/go/tools/cmd/staticcheck@v0.8.2
 	staticcheck ./...
+
+## shellcheck: the sh scripts drover sends to hosts; any finding fails
+SCRIPTS_SH := $(wildcard activities/scripts/*.sh transport/scripts/*.sh)
+shellcheck: deps
+	shellcheck $(SCRIPTS_SH)
 
 clean:
 	rm -f bin/worker bin/starter

@@ -171,8 +171,7 @@ type probeResult struct {
 
 // probe samples the process with one exec; window > 0 measures current cpu.
 func (r *opRun) probe(window time.Duration, extras bool) (probeResult, *proc.HostResult) {
-	script := r.plat.statusScript(r.spec, window, extras)
-	res, err := r.a.Runner.Run(r.ctx, r.host, r.command(script, r.spec.OpTimeout))
+	res, err := r.a.Runner.Run(r.ctx, r.host, r.command(r.plat.statusScript(r.spec, window, extras), r.spec.OpTimeout))
 	if err != nil {
 		f := transportFailure(err)
 		return probeResult{}, &f
@@ -203,9 +202,10 @@ func (r *opRun) readProbe(exit int, stdout, stderr string, extras bool) (probeRe
 	return p, nil
 }
 
-// command is script as the spec's account, in the platform's language.
-func (r *opRun) command(script string, timeout time.Duration) transport.Command {
-	return transport.Command{Script: script, Shell: r.plat.shell(), Account: r.plat.account(r.spec), Timeout: timeout}
+// command is c as the spec's account, in the platform's language.
+func (r *opRun) command(c transport.Command, timeout time.Duration) transport.Command {
+	c.Shell, c.Account, c.Timeout = r.plat.shell(), r.plat.account(r.spec), timeout
+	return c
 }
 
 // observe turns a probe into the output's process fields.
@@ -241,10 +241,10 @@ func (r *opRun) status() HostOpOutput {
 func (r *opRun) runControl(verb, cmd string) *proc.HostResult {
 	// The script's own watchdog ends the command at op_timeout; this
 	// bound only covers a host that stops answering.
-	script, pidFile := r.notedControl(cmd)
-	res, err := r.a.Runner.Run(r.ctx, r.host, r.command(script, r.spec.OpTimeout+15*time.Second))
+	n := r.noting()
+	res, err := r.a.Runner.Run(r.ctx, r.host, r.command(r.plat.controlScript(r.spec, cmd, r.opMark(), n), r.spec.OpTimeout+15*time.Second))
 	if err != nil {
-		r.endIfCancelled(pidFile)
+		r.endIfCancelled(n.pidFile())
 		f := transportFailure(err)
 		return &f
 	}
@@ -303,7 +303,7 @@ func (r *opRun) stopAndCheck(p probeResult) HostOpOutput {
 }
 
 func (r *opRun) signal(p probeResult, sig string, wait time.Duration) *proc.HostResult {
-	res, err := r.a.Runner.Run(r.ctx, r.host, r.command(r.mark(r.plat.signalScript(p.sample.Pid, p.sample.StartTicks, sig, wait)), wait+r.spec.OpTimeout))
+	res, err := r.a.Runner.Run(r.ctx, r.host, r.command(r.plat.signalScript(r.opMark(), p.sample.Pid, p.sample.StartTicks, sig, wait), wait+r.spec.OpTimeout))
 	if err != nil {
 		f := transportFailure(err)
 		return &f

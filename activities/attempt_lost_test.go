@@ -28,14 +28,14 @@ func TestControlWaitsForTheCommandALostAttemptLeft(t *testing.T) {
 	t.Cleanup(func() { _ = os.WriteFile(dir+"/go", nil, 0o644) })
 	gate := "while [ ! -e " + dir + "/go ]; do sleep 0.1; done; echo first >> " + dir + "/ran"
 	go func() {
-		_, _ = localRunner{}.Run(context.Background(), inventory.Host{}, transport.Command{Script: controlScriptNoting(dir, gate, time.Minute, &noting{files: opFilesOf(request), attempt: 1})})
+		_, _ = localRunner{}.Run(context.Background(), inventory.Host{}, controlScript(opMark{}, dir, gate, time.Minute, &noting{files: opFilesOf(request), attempt: 1}))
 	}()
 	waitFile(t, pidFile)
 
 	again := make(chan transport.Result, 1)
 	go func() {
-		script := controlScriptNoting(dir, "echo second >> "+dir+"/ran", time.Minute, &noting{files: opFilesOf(request), attempt: 1, upto: 2})
-		res, _ := localRunner{}.Run(context.Background(), inventory.Host{}, transport.Command{Script: script})
+		script := controlScript(opMark{}, dir, "echo second >> "+dir+"/ran", time.Minute, &noting{files: opFilesOf(request), attempt: 1, upto: 2})
+		res, _ := localRunner{}.Run(context.Background(), inventory.Host{}, script)
 		again <- res
 	}()
 	select {
@@ -130,8 +130,8 @@ func TestCommandStartedAfterItsCancelEndsItself(t *testing.T) {
 	runLocal(t, endScript(files, 1))
 	done := make(chan transport.Result, 1)
 	go func() {
-		script := controlScriptNoting(dir, "while [ ! -e "+dir+"/go ]; do sleep 0.1; done", time.Minute, &noting{files: files, attempt: 1})
-		res, _ := localRunner{}.Run(context.Background(), inventory.Host{}, transport.Command{Script: script})
+		script := controlScript(opMark{}, dir, "while [ ! -e "+dir+"/go ]; do sleep 0.1; done", time.Minute, &noting{files: files, attempt: 1})
+		res, _ := localRunner{}.Run(context.Background(), inventory.Host{}, script)
 		done <- res
 	}()
 	select {

@@ -28,14 +28,13 @@ import (
 // endTimeout bounds the command that ends a cancelled op's command.
 const endTimeout = 10 * time.Second
 
-// notedControl is the control script of cmd, noting its process group when
-// the op can be cancelled (a task's op on a Linux host), and the file.
-func (r *opRun) notedControl(cmd string) (script, pidFile string) {
+// noting is how the op's control command is noted: for a task's op on a
+// Linux host, so that a cancel can end it; nil otherwise.
+func (r *opRun) noting() *noting {
 	if _, linux := r.plat.(linuxPlatform); !linux || r.in.RequestID == "" || !activity.IsActivity(r.ctx) {
-		return r.mark(r.plat.controlScript(r.spec, cmd)), ""
+		return nil
 	}
-	n := &noting{files: opFilesOf(r.in.RequestID), attempt: r.attempt(), upto: policies.OpAttempts}
-	return r.mark(controlScriptNoting(r.spec.SetupPath, cmd, r.spec.OpTimeout, n)), n.files.note(n.attempt)
+	return &noting{files: opFilesOf(r.in.RequestID), attempt: r.attempt(), upto: policies.OpAttempts}
 }
 
 // A task op that acts on a process first writes its request id to the
@@ -58,12 +57,13 @@ func (r *opRun) marks() bool {
 	return linux && r.in.RequestID != "" && r.in.Op != proc.OpStatus
 }
 
-// mark prefixes script with the write of the op's marker.
-func (r *opRun) mark(script string) string {
+// opMark is the marker the op's control and signal scripts write first,
+// when the op writes one.
+func (r *opRun) opMark() opMark {
 	if !r.marks() {
-		return script
+		return opMark{}
 	}
-	return fmt.Sprintf("printf '%%s' %s > %s 2>/dev/null\n%s", transport.ShellQuote(r.in.RequestID), transport.ShellQuote(r.opMarkerFile()), script)
+	return opMark{file: r.opMarkerFile(), request: r.in.RequestID}
 }
 
 // ranBefore reports whether an earlier attempt of this very op acted on
@@ -72,7 +72,7 @@ func (r *opRun) ranBefore() bool {
 	if !r.marks() {
 		return false
 	}
-	res, err := r.a.Runner.Run(r.ctx, r.host, r.command("cat "+transport.ShellQuote(r.opMarkerFile())+" 2>/dev/null; exit 0", r.spec.OpTimeout))
+	res, err := r.a.Runner.Run(r.ctx, r.host, r.command(script("marker.sh", r.opMarkerFile()), r.spec.OpTimeout))
 	return err == nil && strings.TrimSpace(string(res.Stdout)) == r.in.RequestID
 }
 
@@ -92,10 +92,10 @@ func (r *opRun) endIfCancelled(pidFile string) {
 
 // end runs a script that ends noted commands, within endTimeout, also
 // when the op's own context has ended (a cancel is why it runs).
-func (r *opRun) end(script string) {
+func (r *opRun) end(c transport.Command) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.ctx), endTimeout)
 	defer cancel()
-	_, _ = r.a.Runner.Run(ctx, r.host, r.command(script, endTimeout))
+	_, _ = r.a.Runner.Run(ctx, r.host, r.command(c, endTimeout))
 }
 
 // endAttempts ends, in one short command, what the first EndAttempts

@@ -38,8 +38,8 @@ func TestProbeAfterACancelEndsWhatFailedAttemptsLeft(t *testing.T) {
 	// The lost attempt's restart_cmd, waiting at a gate that never opens.
 	done := make(chan transport.Result, 1)
 	go func() {
-		script := controlScriptNoting(dir, "while [ ! -e "+dir+"/go ]; do sleep 0.1; done", time.Minute, &noting{files: opFilesOf(request), attempt: 1})
-		res, _ := localRunner{}.Run(context.Background(), inventory.Host{}, transport.Command{Script: script})
+		script := controlScript(opMark{}, dir, "while [ ! -e "+dir+"/go ]; do sleep 0.1; done", time.Minute, &noting{files: opFilesOf(request), attempt: 1})
+		res, _ := localRunner{}.Run(context.Background(), inventory.Host{}, script)
 		done <- res
 	}()
 	waitNoted := time.Now()

@@ -93,7 +93,9 @@ func (c *hostCheck) login() bool {
 			return false
 		}
 	}
-	res, err := c.a.Runner.Run(c.ctx, c.host, transport.Command{Script: c.plat.whoami(), Shell: c.plat.shell()})
+	cmd := c.plat.whoami()
+	cmd.Shell = c.plat.shell()
+	res, err := c.a.Runner.Run(c.ctx, c.host, cmd)
 	if err != nil {
 		c.connectFailed(err, reach, key, login)
 		return false
@@ -127,7 +129,9 @@ func (c *hostCheck) connectFailed(err error, reach, key, login string) {
 func (c *hostCheck) account(acct string) {
 	check := "account " + acct
 	spec := proc.Spec{Account: acct}
-	res, err := c.a.Runner.Run(c.ctx, c.host, transport.Command{Script: c.plat.whoami(), Shell: c.plat.shell(), Account: acct})
+	cmd := c.plat.whoami()
+	cmd.Shell, cmd.Account = c.plat.shell(), acct
+	res, err := c.a.Runner.Run(c.ctx, c.host, cmd)
 	if err != nil {
 		c.fail(check, acct, transportFailure(err))
 		return

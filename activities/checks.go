@@ -2,12 +2,12 @@ package activities
 
 import (
 	"fmt"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/drover-sh/drover/policies"
 	"github.com/drover-sh/drover/proc"
+	"github.com/drover-sh/drover/transport"
 )
 
 // checked is a post-check probe made in the same exec as its command.
@@ -21,24 +21,17 @@ type checked struct {
 // record letter and a tab.
 const checkMarker = "__drover_check__"
 
-// checkedControlScript runs control, then, when its command completed (with
-// status 0, or any status when anyExit), waits wait and runs probe: the
-// post-check costs no SSH round trip of its own. The control script's
-// output is buffered by the command substitution; it is bounded (the
-// command's own output is cut at 4 KiB).
-func checkedControlScript(control, probe string, wait time.Duration, anyExit bool) string {
-	done := `*"` + trailer + ` rc=0 timeout=0"`
+// checkedControlScript is controlScript followed, in the same exec, by a
+// probe of pidFile after wait, when the command completed (with status 0,
+// or any status when anyExit): the post-check costs no SSH round trip of
+// its own (scripts/checked_control.sh).
+func checkedControlScript(m opMark, setupPath, cmd string, timeout time.Duration, n *noting, wait time.Duration, anyExit bool, pidFile string) transport.Command {
+	anyArg := "0"
 	if anyExit {
-		done = `*" timeout=0"` // not a setup failure, which ends with setup=...
+		anyArg = "1"
 	}
-	var b strings.Builder
-	fmt.Fprintf(&b, "__c=$(\n%s\n)\nprintf '%%s\\n' \"$__c\"\ncase $__c in %s) ;; *) exit 0 ;; esac\nprintf '%s\\n'\n",
-		control, done, checkMarker)
-	if wait > 0 {
-		fmt.Fprintf(&b, "sleep %s\n", strconv.FormatFloat(wait.Seconds(), 'f', 3, 64))
-	}
-	b.WriteString(probe)
-	return b.String()
+	args := append([]string{m.file, m.request}, controlArgs(setupPath, cmd, timeout, n)...)
+	return script("checked_control.sh", append(args, anyArg, seconds(wait), pidFile)...)
 }
 
 // splitChecked cuts a checked control script's output into the control
@@ -55,7 +48,7 @@ func splitChecked(out string) (control, probe string, probed bool) {
 // the post-check probe after wait in the same exec. It returns the
 // command's failure, if any, and the probe when it ran.
 func (r *opRun) controlThenCheck(verb, cmd string, wait time.Duration, anyExit bool) (*proc.HostResult, *checked) {
-	if r.plat.checkedControlScript(r.spec, cmd, wait, anyExit) == "" {
+	if !r.plat.checksInControl() {
 		return r.runControl(verb, cmd), nil
 	}
 	if r.a.Sleep != nil {
@@ -68,11 +61,11 @@ func (r *opRun) controlThenCheck(verb, cmd string, wait time.Duration, anyExit b
 	}
 	// The control part notes its process group, as runControl's does, so
 	// a cancelled task ends the command it started.
-	control, pidFile := r.notedControl(cmd)
-	script := checkedControlScript(control, r.plat.statusScript(r.spec, 0, false), wait, anyExit)
-	res, err := r.a.Runner.Run(r.ctx, r.host, r.command(script, r.spec.OpTimeout+15*time.Second+wait))
+	n := r.noting()
+	c := checkedControlScript(r.opMark(), r.spec.SetupPath, cmd, r.spec.OpTimeout, n, wait, anyExit, r.spec.PidPath)
+	res, err := r.a.Runner.Run(r.ctx, r.host, r.command(c, r.spec.OpTimeout+15*time.Second+wait))
 	if err != nil {
-		r.endIfCancelled(pidFile)
+		r.endIfCancelled(n.pidFile())
 		f := transportFailure(err)
 		return &f, nil
 	}

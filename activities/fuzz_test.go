@@ -56,7 +56,7 @@ func FuzzParseExtras(f *testing.F) {
 	f.Add("Z\t1\nV\t\t\n", " v2 ", 1)
 	f.Add("garbage\n\tV\n", "", 127)
 	f.Fuzz(func(t *testing.T, out, version string, rc int) {
-		// What extrasScript prints reads back: version_cmd's line,
+		// What status.sh prints reads back: version_cmd's line,
 		// trimmed, and health_cmd's status (0 is healthy).
 		if !strings.ContainsAny(version, "\r\n") {
 			ex := parseExtras(fmt.Sprintf("V\t%s\nZ\t%d\n", version, rc))

@@ -17,8 +17,9 @@ import (
 	"github.com/drover-sh/drover/transport"
 )
 
-// localRunner runs every script with this machine's sh, as sshd would on a
-// host, with extra environment; reply, when set, answers instead.
+// localRunner runs every command as its rendered sh command line, with
+// this machine's sh, as sshd would on a host, with extra environment;
+// reply, when set, answers instead.
 type localRunner struct {
 	env   []string
 	reply *transport.Result
@@ -28,7 +29,7 @@ func (l localRunner) Run(ctx context.Context, _ inventory.Host, cmd transport.Co
 	if l.reply != nil {
 		return *l.reply, nil
 	}
-	c := exec.CommandContext(ctx, "sh", "-c", cmd.Script)
+	c := exec.CommandContext(ctx, "sh", "-c", transport.ShellCommand(cmd))
 	c.Env = append(os.Environ(), l.env...)
 	var out, errOut strings.Builder
 	c.Stdout, c.Stderr = &out, &errOut
@@ -148,7 +149,7 @@ func TestWindowsControlTrailers(t *testing.T) {
 		setupNotDir:  `setup_path C:\app is not a directory on this host`,
 	} {
 		line := trailer + " rc=97 timeout=0 setup=" + why
-		if !strings.Contains(winControlBody, `"`+line+`"`) {
+		if !strings.Contains(scripts["control.ps1"], `"`+line+`"`) {
 			t.Errorf("the Windows control script does not print %q", line)
 		}
 		o, ok := parseControl(line + "\r\n")

@@ -11,83 +11,15 @@ import (
 	"github.com/drover-sh/drover/transport"
 )
 
-// probeHeader is the POSIX sh that reports the host itself. It reads /proc
-// directly: one exec, no ps, no login shell. Every process it forks costs
-// the host more than the whole SSH exec otherwise does, so it forks five
-// (getconf twice, one awk for /proc/meminfo and /proc/stat, date and id),
-// and only one, date, when the caller knows the host for this boot (kb,
-// the boot_id a poll before read, with what else it learned then): what
-// stays until a reboot is not read again, and the host's CPU ticks come
-// from the first line of /proc/stat, read by the shell itself.
-const probeHeader = `LC_ALL=C; export LC_ALL
-bid=; { read -r bid < /proc/sys/kernel/random/boot_id; } 2>/dev/null
-if [ -n "$bid" ] && [ "$bid" = "${kb-}" ]; then
-  hz=$khz pg=$kpg mem=$kmem bt=$kbt ncpu=$kn u=$ku
-  read -r _c c1 c2 c3 c4 c5 c6 c7 c8 c9 c10 _r < /proc/stat
-  t1=$((${c1:-0}+${c2:-0}+${c3:-0}+${c4:-0}+${c5:-0}+${c6:-0}+${c7:-0}+${c8:-0}+${c9:-0}+${c10:-0}))
-else
-  hz=$(getconf CLK_TCK 2>/dev/null); hz=${hz:-100}
-  pg=$(getconf PAGESIZE 2>/dev/null); pg=${pg:-4096}
-  set -- $(awk '/^MemTotal:/{m=$2*1024} /^btime/{b=$2} /^cpu[0-9]/{n++} /^cpu /{t=0; for(i=2;i<=NF;i++) t+=$i} END{printf "%.0f %.0f %d %.0f", m, b, n, t}' /proc/meminfo /proc/stat 2>/dev/null)
-  mem=$1 bt=$2 ncpu=${3:-1} t1=$4 u=$(id -un)
-fi
-d=$(date '+%s %Z%z')
-printf 'H\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$ncpu" "$hz" "${mem:-0}" "${bt:-0}" "${d%% *}" "${d#* }" "$pg" "$u" "$bid"
-ticks() { awk '/^cpu /{s=0; for(i=2;i<=NF;i++) s+=$i; printf "%.0f", s; exit}' /proc/stat; }
-statof() {
-  st=; { IFS= read -r st < "/proc/$1/stat"; } 2>/dev/null || [ -n "$st" ] || return 1
-  case $st in *") "*) ;; *) st=$(cat "/proc/$1/stat" 2>/dev/null) || return 1 ;; esac
-  st=${st##*) }
-}
-f20() { s20=${20}; }
-pidin() {
-  pid=; more=; { IFS= read -r pid; IFS= read -r more; } < "$1" 2>/dev/null
-  case $pid in ''|*[!0-9]*|??????????*) pid= ;; esac
-  [ -n "$pid" ] && [ -z "$more" ] || pid=$(head -c 64 "$1" 2>/dev/null | tr -cd '0-9' | cut -c1-9)
-}
-`
-
-// probeBody samples every pid file named by the positional parameters. With
-// a sampling window it samples the host's and each process's CPU ticks
-// twice, so cpu% is a current rate, not a lifetime average; the second
-// sample is of the pid the first one read. The pid file's common form, one
-// line of digits, is read by the shell itself; anything else goes through
-// head, tr and cut.
-const probeBody = `i=0
-for f in "$@"; do
-  found=0; pid=""; st=""; exe=""; cl=""
-  if [ -e "$f" ]; then found=1; pidin "$f"; fi
-  eval "pid$i=\$pid"
-  if [ -n "$pid" ] && statof "$pid"; then
-    eval "k=\${k$i-}"; s20=; [ -z "$k" ] || f20 $st
-    if [ -z "$k" ] || [ "$k" != "$pid $s20" ]; then
-      exe=$(readlink "/proc/$pid/exe" 2>/dev/null)
-      case $exe in *[[:cntrl:]]*) exe=$(readlink "/proc/$pid/exe" 2>/dev/null | tr '\t\n' '  ') ;; esac
-      cl=$(tr '\000\t\n' '\t  ' < "/proc/$pid/cmdline" 2>/dev/null | head -c 4096)
-    fi
-  fi
-  printf 'P\t%d\t%s\t%s\t%s\n' "$i" "$found" "$pid" "$st"
-  printf 'X\t%d\t%s\n' "$i" "$exe"
-  printf 'C\t%d\t%s\n' "$i" "$cl"
-  i=$((i+1))
-done
-if [ "$window" != 0 ]; then
-  sleep "$window"; t2=$(ticks); i=0
-  for f in "$@"; do
-    eval "pid=\$pid$i"
-    if [ -n "$pid" ] && statof "$pid"; then set -- $st; printf 'Q\t%d\t%s\t%s\n' "$i" "${12}" "${13}"; fi
-    i=$((i+1))
-  done
-  printf 'T\t%s\t%s\n' "$t1" "$t2"
-else
-  printf 'T\t%s\t%s\n' "$t1" "$t1"
-fi
-`
-
-// ProbeScript builds the one-exec probe for the given pid files. window is
-// the CPU sampling interval; zero takes one sample.
-func ProbeScript(pidPaths []string, window time.Duration) string {
-	return probeScript(pidPaths, window, nil, nil)
+// ProbeScript is the one-exec probe of the given pid files
+// (scripts/probe.sh). window is the CPU sampling interval; zero takes one
+// sample.
+func ProbeScript(pidPaths []string, window time.Duration) transport.Command {
+	args := []string{seconds(window)}
+	for _, p := range pidPaths {
+		args = append(args, p, "")
+	}
+	return script("probe.sh", args...)
 }
 
 // hostKnown is what a probe learned of a host that stays the same until
@@ -109,42 +41,14 @@ func knownHost(h proc.HostInfo) *hostKnown {
 	return &hostKnown{bootID: h.BootID, cpus: h.CPUs, hz: h.ClockTicks, page: h.PageSize, mem: h.MemTotal, bootTime: h.BootTime, user: h.User}
 }
 
-// vars sets the header's kb, khz, ... for k.
-func (k *hostKnown) vars() string {
-	return fmt.Sprintf("kb=%s khz=%d kpg=%d kmem=%d kbt=%d kn=%d ku=%s\n",
-		transport.ShellQuote(k.bootID), k.hz, k.page, k.mem, k.bootTime, k.cpus, transport.ShellQuote(k.user))
-}
-
-// probeScript is ProbeScript that skips reading the exe and cmdline of a
-// process known[i] names ("PID STARTTICKS", the incarnation a poll before
-// found alive): a pid and start time name one process until the host
-// reboots, so its exe is the one read then. Those reads are three of the
-// probe's forks per process, most of what a supervision poll costs the
-// host when nothing has changed.
-func probeScript(pidPaths []string, window time.Duration, known []string, host *hostKnown) string {
-	var b strings.Builder
-	if host != nil {
-		b.WriteString(host.vars())
+// args are probe_host's arguments for k (see scripts/lib_probe.sh): seven
+// empty ones when nothing is known, and the host is read in full.
+func (k *hostKnown) args() []string {
+	if k == nil {
+		return make([]string, 7)
 	}
-	b.WriteString(probeHeader)
-	if window > 0 {
-		fmt.Fprintf(&b, "window=%s\n", strconv.FormatFloat(window.Seconds(), 'f', 3, 64))
-	} else {
-		b.WriteString("window=0\n")
-	}
-	b.WriteString("set --")
-	for _, p := range pidPaths {
-		b.WriteString(" ")
-		b.WriteString(transport.ShellQuote(p))
-	}
-	b.WriteString("\n")
-	for i, k := range known {
-		if k != "" {
-			fmt.Fprintf(&b, "k%d='%s'\n", i, k)
-		}
-	}
-	b.WriteString(probeBody)
-	return b.String()
+	return []string{k.bootID, strconv.Itoa(k.hz), strconv.FormatUint(k.page, 10), strconv.FormatUint(k.mem, 10),
+		strconv.FormatInt(k.bootTime, 10), strconv.Itoa(k.cpus), k.user}
 }
 
 // ParseProbe reads the probe's output. n is the number of pid files asked
@@ -297,26 +201,7 @@ func atou(s string) uint64 {
 	return v
 }
 
-// extrasScript appends version_cmd's first line and health_cmd's exit
-// status to a probe, run in setup_path; each is bounded to 10 s.
-func extrasScript(s proc.Spec) string {
-	var b strings.Builder
-	if s.VersionCmd == "" && s.HealthCmd == "" {
-		return ""
-	}
-	fmt.Fprintf(&b, "cd %s 2>/dev/null || true\n", transport.ShellQuote(s.SetupPath))
-	if s.VersionCmd != "" {
-		fmt.Fprintf(&b, "v=$(timeout 10 sh -c %s 2>/dev/null </dev/null | head -n 1 | tr '\\t' ' ' | head -c 256); printf 'V\\t%%s\\n' \"$v\"\n", transport.ShellQuote(s.VersionCmd))
-	}
-	if s.HealthCmd != "" {
-		fmt.Fprintf(&b, "timeout 10 sh -c %s </dev/null >/dev/null 2>&1; printf 'Z\\t%%d\\n' $?\n", transport.ShellQuote(s.HealthCmd))
-	} else {
-		b.WriteString("printf 'Z\\t0\\n'\n")
-	}
-	return b.String()
-}
-
-// parseExtras reads what extrasScript printed. Without a health_cmd a live
+// parseExtras reads what status.sh printed after the probe. Without a health_cmd a live
 // process counts as healthy.
 func parseExtras(out string) proc.StatusExtras {
 	ex := proc.StatusExtras{Healthy: true}

@@ -12,16 +12,23 @@ import (
 	"time"
 
 	"github.com/drover-sh/drover/proc"
+	"github.com/drover-sh/drover/transport"
 )
 
-// runLocal runs a probe with the machine's own sh, the same way sshd would.
-func runLocal(t *testing.T, script string) string {
+// runLocal runs a script with the machine's own sh, the same way the
+// wrapper does on a host: `sh -c SCRIPT drover ARG...`.
+func runLocal(t *testing.T, c transport.Command) string {
 	t.Helper()
-	out, err := exec.Command("sh", "-c", script).Output()
+	out, err := shCommand(c).Output()
 	if err != nil {
-		t.Fatalf("probe failed: %v\n%s", err, script)
+		t.Fatalf("%s failed: %v\n%s %q", c.Name, err, c.Script, c.Args)
 	}
 	return string(out)
+}
+
+// shCommand is c run by this machine's sh with its arguments.
+func shCommand(c transport.Command) *exec.Cmd {
+	return exec.Command("sh", append([]string{"-c", c.Script, "drover"}, c.Args...)...)
 }
 
 // startNamed starts a copy of sleep under the given program name.

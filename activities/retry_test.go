@@ -34,7 +34,7 @@ type losesWorkerAfterStop struct {
 
 func (l *losesWorkerAfterStop) Run(ctx context.Context, h inventory.Host, cmd transport.Command) (transport.Result, error) {
 	res, err := l.localRunner.Run(ctx, h, cmd)
-	if strings.Contains(cmd.Script, "stop-marker") && l.lost.CompareAndSwap(false, true) {
+	if strings.Contains(strings.Join(cmd.Args, " "), "stop-marker") && l.lost.CompareAndSwap(false, true) {
 		panic("worker lost")
 	}
 	return res, err

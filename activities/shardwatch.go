@@ -11,7 +11,6 @@ import (
 
 	"github.com/drover-sh/drover/inventory"
 	"github.com/drover-sh/drover/policies"
-	"github.com/drover-sh/drover/transport"
 )
 
 // ShardMember is one host workflow a shard watches, at the generation of
@@ -364,7 +363,9 @@ func (a *Activities) pollMember(ctx context.Context, hw *hostWatch, host invento
 	case <-ctx.Done():
 		return ShardEvents{}
 	}
-	res, err := a.Runner.Run(ctx, host, transport.Command{Script: hw.w.pollScript(policies.HealthCheckTimeout), Shell: hw.w.plat.shell(), Timeout: policies.WatchPollTimeout})
+	cmd := hw.w.pollScript(policies.HealthCheckTimeout)
+	cmd.Timeout = policies.WatchPollTimeout
+	res, err := a.Runner.Run(ctx, host, cmd)
 	<-sem
 	if err != nil || res.ExitCode != 0 || ctx.Err() != nil {
 		return ShardEvents{}

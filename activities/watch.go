@@ -110,7 +110,9 @@ func (a *Activities) Watch(ctx context.Context, in WatchInput) (WatchOutput, err
 	tick := time.NewTicker(interval)
 	defer tick.Stop()
 	for polls := 1; ; polls++ {
-		res, err := a.Runner.Run(ctx, host, transport.Command{Script: w.pollScript(policies.HealthCheckTimeout), Shell: w.plat.shell(), Timeout: policies.WatchPollTimeout})
+		cmd := w.pollScript(policies.HealthCheckTimeout)
+		cmd.Timeout = policies.WatchPollTimeout
+		res, err := a.Runner.Run(ctx, host, cmd)
 		if err == nil && res.ExitCode == 0 {
 			events, zone := w.observe(string(res.Stdout)), w.zoneChange()
 			if len(events) > 0 || zone != nil {
@@ -157,17 +159,19 @@ type watcher struct {
 	hostZone string
 	// known[i] is entry i's process as a poll last found it alive, so
 	// the next poll need not read its exe and cmdline again (see
-	// probeScript); bootTime is the boot they belong to.
+	// probe_pids in scripts/lib_probe.sh); bootTime is the boot they
+	// belong to.
 	known    []knownProc
 	bootTime int64
 	// host is what the last poll learned of the host for its boot, so
-	// the next poll need not read it again (see probeHeader); the poll
+	// the next poll need not read it again (see probe_host); the poll
 	// after hostFullEvery of them reads it in full anyway (memory can be
 	// added to a running host).
 	host      *hostKnown
 	hostPolls int
-	// script is the poll for the known processes named by scriptKey.
-	script, scriptKey string
+	// poll is the poll for the known processes named by pollKey.
+	poll    transport.Command
+	pollKey string
 }
 
 // hostFullEvery is how many polls of a host go by between two that read
@@ -181,9 +185,9 @@ type knownProc struct {
 	exe, argv0, argv1 string
 }
 
-// pollScript is the poll's one exec, built again only when the known
-// processes changed (a restart, a death).
-func (w *watcher) pollScript(health time.Duration) string {
+// pollScript is the poll's one exec, in the platform's language, built
+// again only when the known processes changed (a restart, a death).
+func (w *watcher) pollScript(health time.Duration) transport.Command {
 	keys := make([]string, len(w.known))
 	for i, k := range w.known {
 		if k.pid > 0 {
@@ -196,12 +200,13 @@ func (w *watcher) pollScript(health time.Duration) string {
 	}
 	joined := strings.Join(keys, ",")
 	if host != nil {
-		joined += "|" + host.vars()
+		joined += "|" + strings.Join(host.args(), " ")
 	}
-	if w.script == "" || joined != w.scriptKey {
-		w.script, w.scriptKey = w.plat.watchScript(w.in.Entries, health, keys, host), joined
+	if w.poll.Script == "" || joined != w.pollKey {
+		w.poll, w.pollKey = w.plat.watchScript(w.in.Entries, health, keys, host), joined
+		w.poll.Shell = w.plat.shell()
 	}
-	return w.script
+	return w.poll
 }
 
 // recall completes samples whose exe and cmdline the poll skipped with

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/drover-sh/drover/policies"
+	"github.com/drover-sh/drover/transport"
 )
 
 // exeLine is the X line the poll printed for entry i.
@@ -74,7 +75,7 @@ func TestWatchSkipsTheExeOfAKnownIncarnation(t *testing.T) {
 }
 
 // runWithOnly runs script with a PATH holding only the named commands.
-func runWithOnly(t *testing.T, script string, cmds ...string) string {
+func runWithOnly(t *testing.T, script transport.Command, cmds ...string) string {
 	t.Helper()
 	bin := t.TempDir()
 	for _, c := range cmds {
@@ -84,7 +85,7 @@ func runWithOnly(t *testing.T, script string, cmds ...string) string {
 	}
 	sh, err := exec.LookPath("sh")
 	must(t, err)
-	cmd := exec.Command(sh, "-c", script)
+	cmd := exec.Command(sh, append([]string{"-c", script.Script, "drover"}, script.Args...)...)
 	cmd.Env = []string{"PATH=" + bin}
 	out, err := cmd.Output()
 	if err != nil {
@@ -138,7 +139,8 @@ func TestWatchReadsTheHostOncePerBoot(t *testing.T) {
 	_ = w.observe(third)
 
 	w.hostPolls = hostFullEvery
-	if s := w.pollScript(policies.HealthCheckTimeout); strings.Contains(s, "kb=") {
-		t.Fatalf("poll %d must read the host in full, got a script that knows it:\n%s", hostFullEvery, s)
+	// watch.sh's fourth argument is the known boot id.
+	if s := w.pollScript(policies.HealthCheckTimeout); s.Args[3] != "" {
+		t.Fatalf("poll %d must read the host in full, got a script that knows it: %q", hostFullEvery, s.Args)
 	}
 }

@@ -51,7 +51,8 @@ func poll(t *testing.T, entries []WatchEntry, health, bound time.Duration) []Wat
 	plat := linuxPlatform{login: "root"}
 	ctx, cancel := context.WithTimeout(context.Background(), bound)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, "sh", "-c", plat.watchScript(entries, health, nil, nil))
+	c := plat.watchScript(entries, health, nil, nil)
+	cmd := exec.CommandContext(ctx, "sh", append([]string{"-c", c.Script, "drover"}, c.Args...)...)
 	cmd.WaitDelay = time.Second
 	out, err := cmd.Output()
 	if err != nil {

@@ -10,13 +10,14 @@ import (
 
 	"github.com/drover-sh/drover/proc"
 	"github.com/drover-sh/drover/transport"
+	"github.com/drover-sh/drover/transport/psenc"
 )
 
-// windowsPlatform is Windows PowerShell over WinRM. Each script is a
-// `#drover:KIND` marker, its parameters as JSON in one single-quoted
-// string, and a fixed body: nothing from a request is ever spliced into
-// PowerShell source, and the WinRM test double recognises the scripts by
-// marker and parameters.
+// windowsPlatform is Windows PowerShell over WinRM. Each script is a ps1
+// file of scripts/ whose param block takes its arguments, which reach the
+// host as single-quoted literals (psenc.Invocation): nothing from a
+// request is ever spliced into PowerShell source, and the WinRM test
+// double recognises the scripts by name and arguments.
 type windowsPlatform struct {
 	login string // the WinRM user
 }
@@ -52,93 +53,24 @@ func (w windowsPlatform) ranAs(user string, spec proc.Spec) bool {
 	return transport.SameWindowsAccount(user, want)
 }
 
-// psScript is a drover PowerShell script of kind with params.
-func psScript(kind string, params any, body string) string {
-	j, err := json.Marshal(params)
-	if err != nil {
-		panic(err) // params are drover's own plain structs
-	}
-	return "#drover:" + kind + "\n$p = ConvertFrom-Json '" + strings.ReplaceAll(string(j), "'", "''") + "'\n" + body
-}
-
-// winRun runs one command line of the spec's language in a directory,
-// bounded to $s seconds. The command is started by WMI (Win32_Process
-// Create), outside the WinRM shell's job object: daemons it starts must
-// outlive the shell, which ends them otherwise. Its output and exit code
-// come back through temporary files.
-const winRun = `function Run($sh, $cmd, $dir, $s) {
-$o = [IO.Path]::GetTempFileName()
-if ($sh -eq 'ps1') { $c = 'powershell.exe -NoProfile -NonInteractive -ExecutionPolicy Bypass -EncodedCommand ' + [Convert]::ToBase64String([Text.Encoding]::Unicode.GetBytes($cmd)) } else { $c = 'cmd.exe /d /s /c "' + $cmd + '"' }
-$r = Invoke-CimMethod -ClassName Win32_Process -MethodName Create -Arguments @{CommandLine = 'cmd.exe /d /s /c "' + $c + ' >"' + $o + '" 2>&1 & call echo %^errorlevel% >"' + $o + '.rc""'; CurrentDirectory = $dir}
-if ($r.ReturnValue -ne 0) { return @{rc = 96; to = 0; out = "process not created: $($r.ReturnValue)"} }
-$t = 0; $w = [Diagnostics.Stopwatch]::StartNew()
-while (Get-Process -Id $r.ProcessId) { if ($w.Elapsed.TotalSeconds -ge $s) { $t = 1; taskkill.exe /T /F /PID $r.ProcessId *> $null; break }; Start-Sleep -Milliseconds 100 }
-$rc = 1; $v = "$(Get-Content -LiteralPath "$o.rc" -TotalCount 1)".Trim(); if ($v -match '^-?\d+$') { $rc = [int]$v }
-$out = "$(Get-Content -LiteralPath $o -Raw)"; Remove-Item -LiteralPath $o, "$o.rc"
-@{rc = $rc; to = $t; out = $out}
-}
-`
-
-// winControlBody runs $p.cmd in $p.setup and ends with the same trailer
-// as the Linux control script, so one parser reads both.
-const winControlBody = `$ErrorActionPreference = 'SilentlyContinue'
-if (-not (Test-Path -LiteralPath $p.setup)) { "` + trailer + ` rc=97 timeout=0 setup=` + setupMissing + `"; exit 0 }
-if (-not (Test-Path -LiteralPath $p.setup -PathType Container)) { "` + trailer + ` rc=97 timeout=0 setup=` + setupNotDir + `"; exit 0 }
-` + winRun + `$x = Run $p.shell $p.cmd $p.setup $p.timeout_s
-$x.out.Substring(0, [Math]::Min(4096, $x.out.Length))
-"` + "`n" + trailer + ` rc=$($x.rc) timeout=$($x.to)"
-exit 0
-`
-
-// winProbeBody prints the probe lines parseWindowsProbe reads. Numbers
-// reach the output by string interpolation, which PowerShell formats with
-// the invariant culture whatever the host's locale; times are .NET ticks
-// (100 ns) in UTC. It exits 0 explicitly: powershell's exit code is
-// otherwise whether the last statement succeeded, and a missing config
-// file is no failed probe.
-const winProbeBody = `$ErrorActionPreference = 'SilentlyContinue'
-$os = Get-CimInstance Win32_OperatingSystem; $cs = Get-CimInstance Win32_ComputerSystem
-"H` + "`t" + `$($cs.NumberOfLogicalProcessors)` + "`t" + `$($cs.TotalPhysicalMemory)` + "`t" + `$($os.LastBootUpTime.ToUniversalTime().Ticks)` + "`t" + `$([DateTime]::UtcNow.Ticks)` + "`t" + `$((Get-Date).ToString('zzz'))` + "`t" + `$env:USERNAME"
-$ids = @(); $i = 0; $w1 = [DateTime]::UtcNow.Ticks
-foreach ($f in $p.files) {
-$n = [int](Test-Path -LiteralPath $f -PathType Leaf); $id = 0
-if ($n) { $t = "$(Get-Content -LiteralPath $f -TotalCount 1)" -replace '\D', ''; if ($t.Length -gt 0 -and $t.Length -lt 10) { $id = [int]$t } }
-$g = $null; if ($id) { $g = Get-Process -Id $id }
-if ($g) { $c = Get-CimInstance Win32_Process -Filter "ProcessId=$id"
-"P` + "`t" + `$i` + "`t" + `1` + "`t" + `$id` + "`t" + `1` + "`t" + `$($g.StartTime.ToUniversalTime().Ticks)` + "`t" + `$($g.UserProcessorTime.Ticks)` + "`t" + `$($g.PrivilegedProcessorTime.Ticks)` + "`t" + `$($g.WorkingSet64)` + "`t" + `$($g.Threads.Count)` + "`t" + `$($g.ProcessName)"
-"X` + "`t" + `$i` + "`t" + `$($c.ExecutablePath)"; "C` + "`t" + `$i` + "`t" + `$($c.CommandLine -replace '[\t\r\n]', ' ')"
-} else { "P` + "`t" + `$i` + "`t" + `$n` + "`t" + `$id` + "`t" + `0" }
-$ids += $id; $i++ }
-$w2 = $w1
-if ($p.window_ms -gt 0) { Start-Sleep -Milliseconds $p.window_ms; $w2 = [DateTime]::UtcNow.Ticks; $i = 0
-foreach ($id in $ids) { if ($id) { $g = Get-Process -Id $id; if ($g) { "Q` + "`t" + `$i` + "`t" + `$($g.TotalProcessorTime.Ticks)" } }; $i++ } }
-"T` + "`t" + `$w1` + "`t" + `$w2"
-if ($p.checks) {
-` + winRun + `foreach ($k in $p.checks) {
-if ($k.kind -eq 'md5') { "$($k.tag)$("$((Get-FileHash -LiteralPath $k.path -Algorithm MD5).Hash)".ToLower())"; continue }
-$x = Run $k.shell $k.cmd $k.setup 10
-if ($k.kind -eq 'version') { "$($k.tag)$((($x.out -split '\r?\n')[0]) -replace '\t', ' ')" } else { "$($k.tag)$($x.rc)" } } }
-exit 0
-`
-
-// winSignalBody stops the probed incarnation by pid, only while its
-// creation time (in ticks since the boot's whole second, as
-// parseWindowsProbe counts them) still
-// matches: a reused pid is never touched. Without force it asks first
-// (taskkill without /F) and forces after wait_ms.
-const winSignalBody = `$ErrorActionPreference = 'SilentlyContinue'
-$b = (Get-CimInstance Win32_OperatingSystem).LastBootUpTime.ToUniversalTime().Ticks; $b -= $b % 10000000
-$g = Get-Process -Id $p.pid
-if (-not $g -or ($g.StartTime.ToUniversalTime().Ticks - $b) -ne $p.start) { exit 0 }
-if (-not $p.force) { taskkill.exe /T /PID $p.pid *> $null; if ($g.WaitForExit($p.wait_ms)) { exit 0 } }
-taskkill.exe /T /F /PID $p.pid *> $null
-exit 0
-`
-
+// winProbe is probe.ps1's arguments.
 type winProbe struct {
-	Files    []string   `json:"files"`
-	WindowMS int64      `json:"window_ms"`
-	Checks   []winCheck `json:"checks,omitempty"`
+	Files    []string
+	WindowMS int64
+	Checks   []winCheck
+}
+
+// script is probe.ps1 with p's arguments; the checks go as one JSON text.
+func (p winProbe) script() transport.Command {
+	checks := ""
+	if len(p.Checks) > 0 {
+		j, err := json.Marshal(p.Checks)
+		if err != nil {
+			panic(err) // drover's own plain struct
+		}
+		checks = string(j)
+	}
+	return script("probe.ps1", append([]string{strconv.FormatInt(p.WindowMS, 10), checks}, p.Files...)...)
 }
 
 // winCheck is an extra line of probe output: Tag, then the first line of a
@@ -152,7 +84,7 @@ type winCheck struct {
 	Path  string `json:"path,omitempty"`
 }
 
-func (windowsPlatform) statusScript(spec proc.Spec, window time.Duration, extras bool) string {
+func (windowsPlatform) statusScript(spec proc.Spec, window time.Duration, extras bool) transport.Command {
 	p := winProbe{Files: []string{spec.PidPath}, WindowMS: window.Milliseconds()}
 	if extras {
 		// The same V and Z lines as the Linux probe, for parseExtras.
@@ -163,10 +95,10 @@ func (windowsPlatform) statusScript(spec proc.Spec, window time.Duration, extras
 			p.Checks = append(p.Checks, winCheck{Tag: "Z\t", Kind: "health", Setup: spec.SetupPath, Shell: string(spec.ShellExt), Cmd: spec.HealthCmd})
 		}
 	}
-	return psScript("probe", p, winProbeBody)
+	return p.script()
 }
 
-func (windowsPlatform) watchScript(entries []WatchEntry, _ time.Duration, _ []string, _ *hostKnown) string {
+func (windowsPlatform) watchScript(entries []WatchEntry, _ time.Duration, _ []string, _ *hostKnown) transport.Command {
 	p := winProbe{Files: make([]string, len(entries))}
 	for i, e := range entries {
 		p.Files[i] = e.Spec.PidPath
@@ -179,38 +111,33 @@ func (windowsPlatform) watchScript(entries []WatchEntry, _ time.Duration, _ []st
 			}
 		}
 	}
-	return psScript("probe", p, winProbeBody)
+	return p.script()
 }
 
 func (windowsPlatform) alive(s proc.Sample, name string) bool { return proc.AliveWindows(s, name) }
 
-func (windowsPlatform) controlScript(spec proc.Spec, cmd string) string {
+// controlScript runs cmd in setup_path (scripts/control.ps1); Windows ops
+// are neither marked nor noted.
+func (windowsPlatform) controlScript(spec proc.Spec, cmd string, _ opMark, _ *noting) transport.Command {
 	secs := int(spec.OpTimeout.Round(time.Second) / time.Second)
-	return psScript("control", struct {
-		Setup    string `json:"setup"`
-		Shell    string `json:"shell"`
-		Cmd      string `json:"cmd"`
-		TimeoutS int    `json:"timeout_s"`
-	}{spec.SetupPath, string(spec.ShellExt), cmd, max(secs, 1)}, winControlBody)
+	return script("control.ps1", spec.SetupPath, string(spec.ShellExt), cmd, strconv.Itoa(max(secs, 1)))
 }
 
-// checkedControlScript: a Windows control command and its check stay two
+// checksInControl: a Windows control command and its check stay two
 // commands; each PowerShell script is already bounded by the command line.
-func (windowsPlatform) checkedControlScript(proc.Spec, string, time.Duration, bool) string { return "" }
+func (windowsPlatform) checksInControl() bool { return false }
 
-func (windowsPlatform) signalScript(pid int, startTicks uint64, sig string, wait time.Duration) string {
-	return psScript("signal", struct {
-		Pid    int    `json:"pid"`
-		Start  uint64 `json:"start"`
-		Force  bool   `json:"force"`
-		WaitMS int64  `json:"wait_ms"`
-	}{pid, startTicks, sig == "KILL", wait.Milliseconds()}, winSignalBody)
+// signalScript: scripts/signal.ps1.
+func (windowsPlatform) signalScript(_ opMark, pid int, startTicks uint64, sig string, wait time.Duration) transport.Command {
+	force := "0"
+	if sig == "KILL" {
+		force = "1"
+	}
+	return script("signal.ps1", strconv.Itoa(pid), strconv.FormatUint(startTicks, 10), force, strconv.FormatInt(wait.Milliseconds(), 10))
 }
 
 // whoami is a probe of no pid file: its host line names the user.
-func (windowsPlatform) whoami() string {
-	return psScript("probe", winProbe{Files: []string{}}, winProbeBody)
-}
+func (windowsPlatform) whoami() transport.Command { return winProbe{}.script() }
 
 func (windowsPlatform) whoamiOf(out string) (string, error) {
 	info, _, err := parseWindowsProbe(out, 0)
@@ -237,11 +164,11 @@ func (windowsPlatform) defaultCommand(verb string, spec proc.Spec) string {
 }
 
 // PSQuote is s as a PowerShell single-quoted string: nothing in it is
-// expanded; a ' is written twice.
-func PSQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }
+// expanded; each single quote, ' or a typographic one, is written twice.
+func PSQuote(s string) string { return psenc.Quote(s) }
 
 func psNeedsQuote(s string) bool {
-	return s == "" || strings.ContainsAny(s, " \t'\"`$&|;(){}@#,<>")
+	return s == "" || strings.ContainsAny(s, " \t'\"`$&|;(){}@#,<>\u2018\u2019\u201a\u201b")
 }
 
 // CmdQuote is s as one cmd.exe argument: double-quoted when it holds
@@ -261,7 +188,7 @@ const ticksPerSecond = 10_000_000
 // dotnetUnixEpoch is DateTime.Ticks of 1970-01-01 UTC.
 const dotnetUnixEpoch = 621355968000000000
 
-// parseWindowsProbe reads winProbeBody's output into the same HostInfo and
+// parseWindowsProbe reads probe.ps1's output into the same HostInfo and
 // Samples the Linux probe gives: times since boot in 100 ns ticks
 // (ClockTicks 10^7), so start time, pid reuse and cpu% follow the same
 // rules. n is the number of pid files asked for.

@@ -13,6 +13,7 @@ import (
 	"github.com/drover-sh/drover/policies"
 	"github.com/drover-sh/drover/proc"
 	"github.com/drover-sh/drover/transport"
+	"github.com/drover-sh/drover/transport/psenc"
 )
 
 func fixture(t *testing.T, name string) string {
@@ -101,62 +102,69 @@ func TestParseWindowsProbeWatch(t *testing.T) {
 	}
 }
 
-var paramsLine = regexp.MustCompile(`(?m)^\$p = ConvertFrom-Json '((?:[^']|'')*)'\n`)
+// paramBlock is a ps1 script's param block; paramName each parameter.
+var (
+	paramBlock = regexp.MustCompile(`(?m)^param\((.*)\)$`)
+	paramName  = regexp.MustCompile(`\$\w+`)
+)
 
-// scriptParams reads a script's parameters back as PowerShell would:
-// the single-quoted string, each doubled quote read as one, then JSON.
-func scriptParams(t *testing.T, script string) map[string]any {
-	t.Helper()
-	m := paramsLine.FindAllStringSubmatch(script, -1)
-	if len(m) != 1 {
-		t.Fatalf("want exactly one parameter line in:\n%s", script)
-	}
-	var v map[string]any
-	if err := json.Unmarshal([]byte(strings.ReplaceAll(m[0][1], "''", "'")), &v); err != nil {
-		t.Fatalf("parameters are not JSON: %v", err)
-	}
-	return v
-}
-
+// TestWindowsScriptsCarryRequestTextOnlyAsData: each script is its file's
+// fixed text, with a param block for its arguments, and request text
+// reaches the host only as arguments, which read back as they were.
 func TestWindowsScriptsCarryRequestTextOnlyAsData(t *testing.T) {
 	w := windowsPlatform{login: "Administrator"}
-	evil := `x'; Remove-Item -Recurse C:\ ; '$(whoami)" & del /q *`
+	evil := "x'; Remove-Item -Recurse C:\\ ; '$(whoami)\u2019 \" & del /q *"
 	spec := policies.WithDefaults(proc.Spec{ProcName: "svc", SetupPath: `C:\Program Files\it's app`, PidPath: `C:\run\svc.pid`,
 		ShellExt: proc.ShellPS1, OpTimeout: 30 * time.Second, VersionCmd: evil, HealthCmd: "exit 0"})
-	for name, script := range map[string]string{
-		"control": w.controlScript(spec, evil),
-		"status":  w.statusScript(spec, 200*time.Millisecond, true),
-		"signal":  w.signalScript(4012, 99, "TERM", 5*time.Second),
+	for name, c := range map[string]transport.Command{
+		"control": w.controlScript(spec, evil, opMark{}, nil),
+		"probe":   w.statusScript(spec, 200*time.Millisecond, true),
+		"signal":  w.signalScript(opMark{}, 4012, 99, "TERM", 5*time.Second),
 	} {
-		p := scriptParams(t, script)
+		if c.Name != name || c.Script != scripts[name+".ps1"] {
+			t.Fatalf("%s: not the script file's text: %q", name, c.Name)
+		}
 		// powershell's exit code is otherwise whether the last statement
 		// succeeded: every script ends it explicitly.
-		if !strings.HasSuffix(script, "\nexit 0\n") {
+		if !strings.HasSuffix(c.Script, "\nexit 0\n") {
 			t.Fatalf("%s does not end with exit 0", name)
 		}
-		// Outside its one quoted parameter line, the script is the fixed body.
-		rest := paramsLine.ReplaceAllString(script, "")
-		if strings.Contains(rest, "Remove-Item -Recurse") || strings.Contains(rest, "it's app") {
-			t.Fatalf("%s: request text outside the parameters:\n%s", name, rest)
+		if !strings.HasPrefix(c.Script, "param(") {
+			t.Fatalf("%s does not start with its param block", name)
+		}
+		params := paramName.FindAllString(paramBlock.FindStringSubmatch(c.Script)[1], -1)
+		if name != "probe" && len(params) != len(c.Args) {
+			t.Fatalf("%s: %d parameters %v for %d arguments", name, len(params), params, len(c.Args))
+		}
+		inv := psenc.Invocation(c.Name, c.Script, c.Args)
+		gotName, gotScript, args, ok := psenc.ParseInvocation(inv)
+		if !ok || gotName != name || gotScript != c.Script || strings.Join(args, "|") != strings.Join(c.Args, "|") {
+			t.Fatalf("%s: the invocation does not read back: %q", name, args)
 		}
 		switch name {
 		case "control":
-			if p["cmd"] != evil || p["setup"] != spec.SetupPath || p["shell"] != "ps1" || p["timeout_s"] != 30.0 {
-				t.Fatalf("control parameters %v", p)
+			if strings.Join(c.Args, "|") != strings.Join([]string{spec.SetupPath, "ps1", evil, "30"}, "|") {
+				t.Fatalf("control arguments %q", c.Args)
 			}
-		case "status":
-			checks := p["checks"].([]any)
-			if p["window_ms"] != 200.0 || len(checks) != 2 || checks[0].(map[string]any)["cmd"] != evil {
-				t.Fatalf("status parameters %v", p)
+		case "probe":
+			var checks []winCheck
+			if err := json.Unmarshal([]byte(c.Args[1]), &checks); err != nil {
+				t.Fatal(err)
+			}
+			if c.Args[0] != "200" || len(checks) != 2 || checks[0].Cmd != evil || len(c.Args) != 3 || c.Args[2] != spec.PidPath {
+				t.Fatalf("probe arguments %q", c.Args)
 			}
 		case "signal":
-			if p["pid"] != 4012.0 || p["start"] != 99.0 || p["force"] != false || p["wait_ms"] != 5000.0 {
-				t.Fatalf("signal parameters %v", p)
+			if strings.Join(c.Args, " ") != "4012 99 0 5000" {
+				t.Fatalf("signal arguments %q", c.Args)
 			}
 		}
 	}
-	if p := scriptParams(t, w.signalScript(4012, 99, "KILL", 0)); p["force"] != true {
-		t.Fatalf("KILL must force: %v", p)
+	if c := w.signalScript(opMark{}, 4012, 99, "KILL", 0); c.Args[2] != "1" {
+		t.Fatalf("KILL must force: %q", c.Args)
+	}
+	if c := w.whoami(); c.Name != "probe" || strings.Join(c.Args, "|") != "0|" {
+		t.Fatalf("whoami is a probe of no pid file: %q", c.Args)
 	}
 }
 
@@ -171,15 +179,16 @@ func TestWindowsScriptsFitACommandLine(t *testing.T) {
 		e.Spec.ConfigMap = []proc.ConfigFile{{Path: `C:\app\conf\app.conf`, MD5: "d41d8cd98f00b204e9800998ecf8427e"}}
 		entries = append(entries, e)
 	}
-	for name, script := range map[string]string{
-		"control": w.controlScript(spec, long),
+	for name, c := range map[string]transport.Command{
+		"control": w.controlScript(spec, long, opMark{}, nil),
 		"status":  w.statusScript(spec, time.Second, true),
-		"signal":  w.signalScript(1, 1, "TERM", time.Second),
+		"signal":  w.signalScript(opMark{}, 1, 1, "TERM", time.Second),
 		"watch":   w.watchScript(entries[:2], policies.HealthCheckTimeout, nil, nil),
 	} {
 		// cmd.exe's 8191 is the limit of a WinRM command line.
-		if n := len(transport.PowerShellCommandLine(script)); n > 8191 {
-			t.Errorf("%s: command line of %d characters", name, n)
+		c.Shell = transport.ShellPowerShell
+		if _, err := transport.WindowsCommandLine(c); err != nil {
+			t.Errorf("%s: %v", name, err)
 		}
 	}
 }

@@ -34,13 +34,6 @@ func (f *FileSession) Close() error {
 	return nil
 }
 
-// sftpServer starts the host's sftp-server as the account it runs as. When
-// the login user is not the account, the SSH subsystem would run as the
-// login user, so the server is started through sudo instead, and files are
-// created, owned and read as the account. The script holds no request data.
-const sftpServer = `for p in /usr/lib/openssh/sftp-server /usr/libexec/openssh/sftp-server /usr/libexec/sftp-server /usr/lib/ssh/sftp-server; do ` +
-	`[ -x "$p" ] && exec "$p"; done; echo "no sftp-server found on this host" >&2; exit 127`
-
 var _ FileOpener = (*SSH)(nil)
 
 // OpenFiles opens an SFTP session to host as account (empty: the login
@@ -115,7 +108,7 @@ func (s *SSH) openFilesOn(ctx context.Context, c *conn, loginUser, account strin
 	if sudo == "" {
 		err = sess.RequestSubsystem("sftp")
 	} else {
-		err = sess.Start(sudo + "sh -c " + ShellQuote(sftpServer))
+		err = sess.Start(sudo + ShellCommand(Command{Script: sftpServer}))
 	}
 	var client *sftp.Client
 	if err == nil {

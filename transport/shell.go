@@ -33,23 +33,6 @@ func needsQuote(r rune) bool {
 // absence after the command ends means the script never started.
 const startMarker = "__drover_started__"
 
-// wrapper runs as `sh -c wrapper sh SCRIPT [SECONDS]`. It reports the
-// process group only when the group is the session sshd made for this
-// command (pgid == sid), so a cancel never kills a group it does not own.
-//
-// With SECONDS it also arms a watchdog that kills the group on the host
-// itself: the client's kill needs a working connection, and a host that is
-// frozen or cut off would otherwise run the command on forever. The
-// watchdog only fires if its sleep ran to the end, and is stopped (with its
-// sleep, via $!) when the script ends first; its stdio is detached so it
-// never holds the session open.
-const wrapper = `p= s=; read -r _ _ _ _ p s _ 2>/dev/null </proc/$$/stat; ` +
-	`[ -n "$p" ] && [ "$p" = "$s" ] || p=; ` +
-	`printf "%s %s\n" ` + startMarker + ` "$p" >&2; ` +
-	`[ -n "$2" ] && [ -n "$p" ] || exec sh -c "$1"; ` +
-	`( trap 'kill $! 2>/dev/null; exit 0' TERM; sleep "$2" & wait $! && kill -KILL -"$p" ) </dev/null >/dev/null 2>&1 & ` +
-	`w=$!; sh -c "$1"; r=$?; kill $w 2>/dev/null; exit $r`
-
 // sudoPrefix is the command prefix that switches to account, or "" when the
 // login user already is that account.
 func sudoPrefix(loginUser, account string) string {
@@ -63,15 +46,15 @@ func sudoPrefix(loginUser, account string) string {
 // shows it; "" when the login user already is that account.
 func AccountPrefix(loginUser, account string) string { return sudoPrefix(loginUser, account) }
 
-// remoteCommand is the exec request for cmd: never a login shell, the script
-// passed as one quoted argument. A positive deadline arms the host-side
-// watchdog, in whole seconds.
+// remoteCommand is the exec request for cmd: never a login shell, the
+// script and each of its arguments one quoted word, run by the wrapper. A
+// positive deadline arms the host-side watchdog, in whole seconds.
 func remoteCommand(loginUser string, cmd Command, deadline time.Duration) string {
-	c := sudoPrefix(loginUser, cmd.Account) + "sh -c " + ShellQuote(wrapper) + " sh " + ShellQuote(cmd.Script)
+	secs := "''"
 	if deadline > 0 {
-		c += " " + strconv.FormatInt(int64((deadline+time.Second-1)/time.Second), 10)
+		secs = strconv.FormatInt(int64((deadline+time.Second-1)/time.Second), 10)
 	}
-	return c
+	return sudoPrefix(loginUser, cmd.Account) + "sh -c " + ShellQuote(wrapper) + " sh " + secs + " " + ShellQuote(cmd.Script) + " " + scriptArg0 + shellArgs(cmd.Args)
 }
 
 // killCommand stops process group pgid left by a cancelled command. root
@@ -81,8 +64,7 @@ func killCommand(loginUser string, cmd Command, pgid int) string {
 	if loginUser != "root" {
 		prefix = sudoPrefix(loginUser, cmd.Account)
 	}
-	// dash's builtin kill rejects "--"; "-KILL -PGID" works in every sh.
-	return prefix + "sh -c " + ShellQuote("kill -KILL -"+strconv.Itoa(pgid)+" 2>/dev/null; exit 0")
+	return prefix + ShellCommand(Command{Script: killScript, Args: []string{strconv.Itoa(pgid)}})
 }
 
 // maxOutput caps each of stdout and stderr kept from one command.

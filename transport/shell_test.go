@@ -70,7 +70,7 @@ func TestRemoteCommand(t *testing.T) {
 	if !strings.HasPrefix(got, "sudo -n -u 'app; rm -rf /' -- sh -c ") {
 		t.Errorf("sudo prefix: %q", got)
 	}
-	if got := killCommand("root", Command{Account: "app"}, 42); strings.Contains(got, "sudo") || !strings.Contains(got, "kill -KILL -42") {
+	if got := killCommand("root", Command{Account: "app"}, 42); strings.Contains(got, "sudo") || !strings.HasSuffix(got, " drover 42") {
 		t.Errorf("root kills without sudo: %q", got)
 	}
 	if got := killCommand("deploy", Command{Account: "app"}, 42); !strings.HasPrefix(got, "sudo -n -u app -- ") {

@@ -104,8 +104,15 @@ func TestRunBasics(t *testing.T) {
 
 	// The script reaches sh byte for byte: quotes, newlines, expansions.
 	script := "x='it'\"'\"'s'\nprintf '%s|%s|%s\\n' \"$x\" \"$(echo sub)\" `echo bq`\necho '*' \"$0\""
-	if got := string(run(t, s, h, Command{Script: script}).Stdout); got != "it's|sub|bq\n* sh\n" {
+	if got := string(run(t, s, h, Command{Script: script}).Stdout); got != "it's|sub|bq\n* drover\n" {
 		t.Errorf("tricky script: %q", got)
+	}
+	// Arguments reach the script as they were, also through sudo, which
+	// resets the environment.
+	for _, account := range []string{"", testbed.AppUser} {
+		if got := string(run(t, s, h, Command{Name: "echo", Script: echoArgs, Args: hardArgs, Account: account}).Stdout); got != wantEchoed(hardArgs) {
+			t.Errorf("arguments as %q: got\n%s", account, got)
+		}
 	}
 
 	res = run(t, s, h, Command{Script: "head -c 200000 /dev/zero; head -c 100000 /dev/zero >&2"})

@@ -21,11 +21,20 @@ const (
 	ShellPowerShell Shell = "ps1" // Windows PowerShell source, passed as -EncodedCommand
 )
 
-// Command is one script to run on a host.
+// Command is one script to run on a host, with its arguments.
 type Command struct {
+	// Name is the script's name (e.g. "control") when it is one of
+	// drover's script files; "" for a command line of no file. A runner
+	// that simulates hosts may answer a command by Name and Args.
+	Name string
 	// Script is source in Shell's language: POSIX sh (never a login
-	// shell), one cmd.exe line, or PowerShell.
+	// shell), one cmd.exe line, or PowerShell. Its text is fixed: what
+	// the command is about comes in Args.
 	Script string
+	// Args are Script's positional parameters, passed as data: $1... of
+	// `sh -c SCRIPT drover ARG...`, or the values of a PowerShell
+	// script's param block. A bat command line takes none.
+	Args []string
 	// Shell is the Script's language; empty means ShellSh.
 	Shell Shell
 	// Account is the OS account to run as; empty or equal to the login user

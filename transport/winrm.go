@@ -104,15 +104,24 @@ func PowerShellCommandLine(script string) string {
 	return line
 }
 
-// windowsCommandLine is the WinRM command line for cmd.
-func windowsCommandLine(cmd Command) (string, error) {
+// WindowsCommandLine is the WinRM command line for cmd. A ps1 script with
+// a name or arguments runs as a script block given its arguments as
+// literals (psenc.Invocation); a bat command line takes no arguments.
+func WindowsCommandLine(cmd Command) (string, error) {
 	var line string
 	switch sh := shellOf(cmd); sh {
 	case ShellPowerShell:
-		line = PowerShellCommandLine(cmd.Script)
+		script := cmd.Script
+		if cmd.Name != "" || len(cmd.Args) > 0 {
+			script = psenc.Invocation(cmd.Name, cmd.Script, cmd.Args)
+		}
+		line = PowerShellCommandLine(script)
 	case ShellCmd:
 		if strings.ContainsAny(cmd.Script, "\r\n") {
 			return "", errors.New("a bat script here is one cmd.exe command line; it has line breaks")
+		}
+		if len(cmd.Args) > 0 {
+			return "", errors.New("a bat command line takes no arguments")
 		}
 		line = "cmd /c " + cmd.Script
 	default:
@@ -158,7 +167,7 @@ func (w *WinRM) Run(ctx context.Context, host inventory.Host, cmd Command) (Resu
 	if host.Bastion != nil {
 		return fail(KindUnsupported, errors.New("winrm through a bastion is not supported"))
 	}
-	line, err := windowsCommandLine(cmd)
+	line, err := WindowsCommandLine(cmd)
 	if err != nil {
 		return fail(KindUnsupported, err)
 	}

@@ -52,12 +52,12 @@ func TestWinRMRunsBatAndPowerShell(t *testing.T) {
 		t.Fatalf("stderr must come back: %+v %v", res, err)
 	}
 
-	// A ps1 script reaches the host intact, quotes and all: the double
-	// decodes -EncodedCommand and runs drover's control script kind.
+	// A ps1 script and its arguments reach the host intact, quotes and
+	// all: the double decodes -EncodedCommand and runs drover's control
+	// script by name with the arguments its param block takes.
 	h.WriteFile(`C:\app dir\say.bat`, "echo %1 it's \"here\"\r\n")
-	script := "#drover:control\n$p = ConvertFrom-Json '" + strings.ReplaceAll(
-		`{"setup":"C:\\app dir","shell":"bat","cmd":"say.bat ünï","timeout_s":5}`, "'", "''") + "'\n"
-	res, err = w.Run(ctx, host, Command{Shell: ShellPowerShell, Script: script})
+	script := "param([string]$Setup, [string]$Shell, [string]$Cmd, [int]$TimeoutS)\nexit 0\n"
+	res, err = w.Run(ctx, host, Command{Shell: ShellPowerShell, Name: "control", Script: script, Args: []string{`C:\app dir`, "bat", "say.bat ünï", "5"}})
 	if err != nil || res.ExitCode != 0 || !strings.Contains(string(res.Stdout), `ünï it's "here"`) ||
 		!strings.Contains(string(res.Stdout), "__drover_rc__ rc=0 timeout=0") {
 		t.Fatalf("ps1: %+v %v", res, err)

@@ -20,9 +20,8 @@ import (
 // lines:
 //
 //   - `powershell ... -EncodedCommand B64`: the script is decoded and must be
-//     one of drover's own, recognised by its `#drover:KIND` marker; its
-//     parameters are the JSON in its `$p = ConvertFrom-Json '...'` line.
-//     The kinds are probe, control and signal.
+//     one of drover's own, run with its arguments (psenc.Invocation), and
+//     recognised by its name: probe, control or signal.
 //   - `cmd /c LINE`: LINE is run as below.
 //
 // Control commands, health and version commands, and the .bat/.ps1 files a
@@ -154,11 +153,6 @@ func (w *windows) pidIn(pidFile string) int {
 	return pid
 }
 
-var (
-	reMarker = regexp.MustCompile(`(?m)^#drover:(\w+)`)
-	reParams = regexp.MustCompile(`(?m)^\$p = ConvertFrom-Json '((?:[^']|'')*)'`)
-)
-
 // run executes one WinRM command line.
 func (w *windows) run(line string, cancel <-chan struct{}) (string, string, int) {
 	f := strings.Fields(line)
@@ -186,43 +180,50 @@ func firstWord(s string) string {
 	return ""
 }
 
-// powershell runs one of drover's scripts by its marker and parameters.
+// powershell runs one of drover's scripts by its name and arguments, as
+// its param block reads them (activities/scripts/*.ps1).
 func (w *windows) powershell(script string, cancel <-chan struct{}) (string, string, int) {
-	kind := reMarker.FindStringSubmatch(script)
-	params := reParams.FindStringSubmatch(script)
-	if kind == nil || params == nil {
-		return "", "the test double runs only drover's own PowerShell scripts (#drover:KIND and a $p = ConvertFrom-Json line)\r\n", 1
+	name, _, args, ok := psenc.ParseInvocation(script)
+	if !ok {
+		return "", "the test double runs only drover's own PowerShell scripts, with their arguments\r\n", 1
 	}
-	raw := strings.ReplaceAll(params[1], "''", "'")
-	switch kind[1] {
+	arg := func(i int) string {
+		if i < len(args) {
+			return args[i]
+		}
+		return ""
+	}
+	num := func(i int) int {
+		n, _ := strconv.Atoi(arg(i))
+		return n
+	}
+	switch name {
 	case "probe":
-		var p winProbeParams
-		if err := json.Unmarshal([]byte(raw), &p); err != nil {
-			return "", "ConvertFrom-Json: " + err.Error(), 1
+		p := winProbeParams{WindowMS: num(0)}
+		if len(args) > 2 {
+			p.Files = args[2:]
+		}
+		if arg(1) != "" {
+			if err := json.Unmarshal([]byte(arg(1)), &p.Checks); err != nil {
+				return "", "ConvertFrom-Json: " + err.Error(), 1
+			}
 		}
 		return w.probe(p, cancel), "", 0
 	case "control":
-		var p winControlParams
-		if err := json.Unmarshal([]byte(raw), &p); err != nil {
-			return "", "ConvertFrom-Json: " + err.Error(), 1
-		}
-		return w.control(p, cancel), "", 0
+		return w.control(winControlParams{Setup: arg(0), Shell: arg(1), Cmd: arg(2), TimeoutS: num(3)}, cancel), "", 0
 	case "signal":
-		var p winSignalParams
-		if err := json.Unmarshal([]byte(raw), &p); err != nil {
-			return "", "ConvertFrom-Json: " + err.Error(), 1
-		}
-		w.signal(p)
+		start, _ := strconv.ParseInt(arg(1), 10, 64)
+		w.signal(winSignalParams{Pid: num(0), Start: start, Force: arg(2) == "1", WaitMS: num(3)})
 		return "", "", 0
 	}
-	return "", "unknown drover script kind " + kind[1] + "\r\n", 1
+	return "", "unknown drover script " + name + "\r\n", 1
 }
 
-// The parameters of drover's scripts, as the scripts' JSON carries them.
+// The parameters of drover's scripts; a probe's checks are JSON.
 type winProbeParams struct {
-	Files    []string   `json:"files"`
-	WindowMS int        `json:"window_ms"`
-	Checks   []winCheck `json:"checks"`
+	Files    []string
+	WindowMS int
+	Checks   []winCheck
 }
 
 type winCheck struct {
@@ -235,17 +236,15 @@ type winCheck struct {
 }
 
 type winControlParams struct {
-	Setup    string `json:"setup"`
-	Shell    string `json:"shell"`
-	Cmd      string `json:"cmd"`
-	TimeoutS int    `json:"timeout_s"`
+	Setup, Shell, Cmd string
+	TimeoutS          int
 }
 
 type winSignalParams struct {
-	Pid    int   `json:"pid"`
-	Start  int64 `json:"start"`
-	Force  bool  `json:"force"`
-	WaitMS int   `json:"wait_ms"`
+	Pid    int
+	Start  int64
+	Force  bool
+	WaitMS int
 }
 
 func (w *windows) probe(p winProbeParams, cancel <-chan struct{}) string {

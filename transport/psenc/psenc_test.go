@@ -44,3 +44,43 @@ func TestCompressedExpands(t *testing.T) {
 		t.Fatal("a plain script expands to itself")
 	}
 }
+
+func TestQuoteDoublesEveryKindOfSingleQuote(t *testing.T) {
+	for in, want := range map[string]string{
+		"":                    "''",
+		"it's":                "'it''s'",
+		"a\u2019b":            "'a\u2019\u2019b'",
+		"\u2018x\u201a\u201b": "'\u2018\u2018x\u201a\u201a\u201b\u201b'",
+		"$x `n \"":            "'$x `n \"'",
+	} {
+		if got := Quote(in); got != want {
+			t.Errorf("Quote(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+func TestInvocationRoundTrip(t *testing.T) {
+	script := "param([string]$A, [string]$B)\nif ($A) { \"$A\" }\n} 'not' 'args'\n\"$B\"\nexit 0\n"
+	for _, args := range [][]string{
+		nil,
+		{"", "x"},
+		{"it's", "a\u2019b", "\n} 'x' 'y'", "-Force", "$(whoami)", "' ; Remove-Item C:\\ ; '"},
+	} {
+		inv := Invocation("control", script, args)
+		if !strings.HasPrefix(inv, "#drover:control\n& {\nparam(") {
+			t.Fatalf("invocation %q", inv)
+		}
+		name, got, gotArgs, ok := ParseInvocation(inv)
+		if !ok || name != "control" || got != script || len(gotArgs) != len(args) {
+			t.Fatalf("parse of %q: %q %q %q %v", inv, name, got, gotArgs, ok)
+		}
+		for i := range args {
+			if gotArgs[i] != args[i] {
+				t.Fatalf("arg %d: %q, want %q", i, gotArgs[i], args[i])
+			}
+		}
+	}
+	if _, _, _, ok := ParseInvocation("Get-Process"); ok {
+		t.Fatal("a plain script is no invocation")
+	}
+}

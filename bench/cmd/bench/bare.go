@@ -50,7 +50,8 @@ func (r *bareRunner) close() {
 	r.conns = map[string]*bareConn{}
 }
 
-// Run runs cmd's script with sh as the login user over host's connection.
+// Run runs cmd's script and arguments with sh as the login user over
+// host's connection.
 func (r *bareRunner) Run(_ context.Context, host inventory.Host, cmd transport.Command) (transport.Result, error) {
 	addr := host.DialAddress()
 	fail := func(err error) (transport.Result, error) {
@@ -68,7 +69,7 @@ func (r *bareRunner) Run(_ context.Context, host inventory.Host, cmd transport.C
 	var stdout, stderr bytes.Buffer
 	sess.Stdout, sess.Stderr = &stdout, &stderr
 	code := 0
-	if err := sess.Run("sh -c " + transport.ShellQuote(cmd.Script)); err != nil {
+	if err := sess.Run(transport.ShellCommand(cmd)); err != nil {
 		var exit *ssh.ExitError
 		if !errors.As(err, &exit) {
 			return fail(err)

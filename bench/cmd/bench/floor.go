@@ -14,6 +14,7 @@ import (
 	"github.com/drover-sh/drover/activities"
 	"github.com/drover-sh/drover/internal/testbed"
 	"github.com/drover-sh/drover/policies"
+	"github.com/drover-sh/drover/transport"
 )
 
 // floorPool is the floor's connections: a bare golang.org/x/crypto/ssh
@@ -42,7 +43,7 @@ func (e *env) floorPair(ctx context.Context, hosts []*testbed.Host) (cold, warm,
 	defer e.floorConns.close()
 	e.floorConns.clients = make([]*ssh.Client, len(hosts))
 	var times [3]float64
-	for i, script := range []string{probeScript, probeScript, activities.ProbeScript([]string{pidFile}, policies.StatusCPUWindow)} {
+	for i, script := range []string{probeScript, probeScript, transport.ShellCommand(activities.ProbeScript([]string{pidFile}, policies.StatusCPUWindow))} {
 		dial := cfg
 		if i > 0 {
 			dial = nil

@@ -1,0 +1,23 @@
+# shellcheck shell=sh
+# checked_control.sh MARKFILE REQUEST SETUP CMD SECONDS OPFILES ATTEMPT LAST
+#                    ANYEXIT WAIT PIDFILE
+# control.sh, then, when its command completed (with status 0, or any
+# status when ANYEXIT is 1), waits WAIT seconds and probes PIDFILE: the
+# post-check costs no SSH round trip of its own. The control part's output
+# is buffered by the command substitution; it is bounded (the command's
+# own output is cut at 4 KiB). The probe follows a line
+# "__drover_check__", which no probe line can be.
+# include: lib_control.sh
+# include: lib_probe.sh
+c=$(mark "$1" "$2"; control "$3" "$4" "$5" "$6" "$7" "$8")
+printf '%s\n' "$c"
+case $c in
+*"__drover_rc__ rc=0 timeout=0") ;;
+# Not a setup failure, which ends with setup=...
+*" timeout=0") [ "$9" = 1 ] || exit 0 ;;
+*) exit 0 ;;
+esac
+printf '__drover_check__\n'
+[ "${10}" = 0 ] || sleep "${10}"
+probe_host
+probe_pids 0 1 "${11}" ""

@@ -1,0 +1,74 @@
+# shellcheck shell=sh
+# The control command's functions, included by the scripts that run one
+# or end one. Their output ends with the trailer parseControl reads:
+# "__drover_rc__ rc=N timeout=0|1", and " setup=WHY" when the command
+# could not be run at all (the message is built from the spec, in Go).
+#
+# A task op's command is noted in its op files (opfiles.go), named from
+# OPFILES: OPFILES-ATTEMPT.pid holds "PGID STARTTICKS" of the command the
+# attempt started, OPFILES.lock is held while a command is started and
+# noted, and OPFILES.cancelled marks the op cancelled.
+
+# startof PID prints the process's start time (field 22 of its stat): with
+# its pid, it names one process until a reboot, so a note is never taken
+# for a later process given the same pid.
+# shellcheck disable=SC2086 # the stat's fields, one word each
+startof() { st=$(cat "/proc/$1/stat" 2>/dev/null) || return 0; set -- ${st##*) }; echo "${20}"; }
+
+# mark FILE REQUEST writes the op's marker, which tells an attempt run
+# again that this very op acted on the process; "" FILE writes none.
+mark() { [ -z "$1" ] || printf '%s' "$2" > "$1" 2>/dev/null; }
+
+# control SETUP CMD SECONDS [OPFILES ATTEMPT LAST] runs CMD (shell by
+# design: *_cmd fields are the caller's shell) in SETUP. The command gets
+# its own session (setsid) and stdio that is not the SSH channel, so
+# daemons it starts outlive the SSH session and never hold the op open. A
+# watchdog kills the command's process group when it runs past SECONDS;
+# daemons that detached themselves into their own session are left alone.
+#
+# With OPFILES (a task op), under the op's lock, it first looks for a
+# command of this op still running, noted by attempts 1 to LAST: an
+# attempt lost with its worker, or with its workflow task, left it. It
+# then starts nothing, waits for that command as if it were its own (its
+# own watchdog went with the lost attempt), and reports it ended. Once it
+# has noted its own command as ATTEMPT's, it ends it at once if the op was
+# cancelled meanwhile (the cancel found no note yet).
+control() {
+  setup=$1 cmd=$2 secs=$3 base=${4-} attempt=${5-} last=${6-0}
+  [ -e "$setup" ] || { printf '__drover_rc__ rc=97 timeout=0 setup=missing\n'; exit 0; }
+  [ -d "$setup" ] || { printf '__drover_rc__ rc=97 timeout=0 setup=notdir\n'; exit 0; }
+  cd "$setup" 2>/dev/null || { printf '__drover_rc__ rc=97 timeout=0 setup=denied\n'; exit 0; }
+  if [ -n "$base" ]; then
+    lock=$base.lock
+    # A lock left by a script that died holding it is broken after 2 s.
+    k=0; until mkdir "$lock" 2>/dev/null; do k=$((k+1)); [ $k -lt 20 ] || { rmdir "$lock" 2>/dev/null; k=0; }; sleep 0.1; done
+    trap 'rmdir "$lock" 2>/dev/null' EXIT
+    a=1
+    while [ "$a" -le "$last" ]; do
+      f=$base-$a.pid; a=$((a+1))
+      [ -O "$f" ] || continue
+      read -r q qs < "$f" 2>/dev/null; case "$q" in ''|*[!0-9]*) continue;; esac
+      if [ "$q" -le 1 ] || [ -z "$qs" ] || [ "$(startof "$q")" != "$qs" ]; then continue; fi
+      rmdir "$lock" 2>/dev/null
+      i=0; while [ $i -lt $((2 * secs)) ] && [ "$(startof "$q")" = "$qs" ]; do sleep 0.5; i=$((i+1)); done
+      t=0; if [ "$(startof "$q")" = "$qs" ]; then t=1; kill -KILL -"$q" 2>/dev/null; fi
+      echo "the command an earlier attempt of this op started was still running (process group $q): waited for it"
+      printf '\n__drover_rc__ rc=0 timeout=%d\n' "$t"; exit 0
+    done
+  fi
+  out=$(mktemp "${TMPDIR:-/tmp}/drover.XXXXXX" 2>/dev/null) || { printf '__drover_rc__ rc=98 timeout=0 setup=notemp\n'; exit 0; }
+  setsid sh -c "$cmd" </dev/null >"$out" 2>&1 &
+  p=$!
+  if [ -n "$base" ]; then
+    note=$base-$attempt.pid
+    rm -f "$note"; echo "$p $(startof "$p")" > "$note"; rmdir "$lock" 2>/dev/null
+    [ -e "$base.cancelled" ] && kill -KILL -"$p" 2>/dev/null
+  fi
+  ( i=0; while [ $i -lt "$secs" ] && kill -0 "$p" 2>/dev/null; do sleep 1; i=$((i+1)); done
+    if kill -0 "$p" 2>/dev/null; then : >"$out.timeout"; kill -KILL -"$p" 2>/dev/null || kill -KILL "$p" 2>/dev/null; fi ) </dev/null >/dev/null 2>&1 &
+  wait "$p"; rc=$?
+  [ -z "$base" ] || rm -f "$note"
+  t=0; [ -e "$out.timeout" ] && t=1
+  head -c 4096 "$out"; rm -f "$out" "$out.timeout"
+  printf '\n__drover_rc__ rc=%d timeout=%d\n' "$rc" "$t"
+}

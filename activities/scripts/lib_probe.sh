@@ -1,0 +1,97 @@
+# shellcheck shell=sh
+# The probe's functions, included by the scripts that probe.
+#
+# The probe reads /proc directly: one exec, no ps, no login shell. Every
+# process it forks costs the host more than the whole SSH exec otherwise
+# does, so it forks five (getconf twice, one awk for /proc/meminfo and
+# /proc/stat, date and id), and only one, date, when the caller knows the
+# host for this boot: what stays until a reboot is not read again, and the
+# host's CPU ticks come from the first line of /proc/stat, read by the
+# shell itself.
+
+# probe_host BOOT_ID HZ PAGE MEM BOOT_TIME CPUS USER prints the H line.
+# The arguments are what a poll before learned of the host, for the boot
+# BOOT_ID names; with no BOOT_ID, or another boot, the host is read in
+# full. It sets t1, the host's CPU ticks now.
+probe_host() {
+  LC_ALL=C; export LC_ALL
+  bid=; { read -r bid < /proc/sys/kernel/random/boot_id; } 2>/dev/null
+  if [ -n "$bid" ] && [ "$bid" = "${1-}" ]; then
+    hz=$2 pg=$3 mem=$4 bt=$5 ncpu=$6 u=$7
+    read -r _ c1 c2 c3 c4 c5 c6 c7 c8 c9 c10 _ < /proc/stat
+    t1=$((${c1:-0}+${c2:-0}+${c3:-0}+${c4:-0}+${c5:-0}+${c6:-0}+${c7:-0}+${c8:-0}+${c9:-0}+${c10:-0}))
+  else
+    hz=$(getconf CLK_TCK 2>/dev/null); hz=${hz:-100}
+    pg=$(getconf PAGESIZE 2>/dev/null); pg=${pg:-4096}
+    # shellcheck disable=SC2046 # awk prints four numbers, one word each
+    set -- $(awk '/^MemTotal:/{m=$2*1024} /^btime/{b=$2} /^cpu[0-9]/{n++} /^cpu /{t=0; for(i=2;i<=NF;i++) t+=$i} END{printf "%.0f %.0f %d %.0f", m, b, n, t}' /proc/meminfo /proc/stat 2>/dev/null)
+    mem=$1 bt=$2 ncpu=${3:-1} t1=$4 u=$(id -un)
+  fi
+  d=$(date '+%s %Z%z')
+  printf 'H\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$ncpu" "$hz" "${mem:-0}" "${bt:-0}" "${d%% *}" "${d#* }" "$pg" "$u" "$bid"
+}
+
+ticks() { awk '/^cpu /{s=0; for(i=2;i<=NF;i++) s+=$i; printf "%.0f", s; exit}' /proc/stat; }
+
+# statof PID sets st to /proc/PID/stat after the ") " that ends the comm
+# field; it fails when there is no such process.
+statof() {
+  st=; { IFS= read -r st < "/proc/$1/stat"; } 2>/dev/null || [ -n "$st" ] || return 1
+  case $st in *") "*) ;; *) st=$(cat "/proc/$1/stat" 2>/dev/null) || return 1 ;; esac
+  st=${st##*) }
+}
+
+# f20 sets s20 to its 20th argument: the start time, in a stat's fields.
+f20() { s20=${20}; }
+
+# pidin FILE sets pid to the pid FILE holds, or to nothing. The common
+# form, one line of digits, is read by the shell itself; anything else
+# goes through head, tr and cut.
+pidin() {
+  pid=; more=; { IFS= read -r pid; IFS= read -r more; } < "$1" 2>/dev/null
+  case $pid in ''|*[!0-9]*|??????????*) pid= ;; esac
+  [ -n "$pid" ] && [ -z "$more" ] || pid=$(head -c 64 "$1" 2>/dev/null | tr -cd '0-9' | cut -c1-9)
+}
+
+# probe_pids WINDOW N FILE KNOWN ... samples the N pid files, each followed
+# by KNOWN: "PID STARTTICKS" of the incarnation a poll before found alive
+# (its exe and cmdline are then not read again: a pid and start time name
+# one process until the host reboots), or "". With a sampling WINDOW (in
+# seconds, not 0) it samples the host's and each process's CPU ticks
+# twice, so cpu% is a current rate, not a lifetime average; the second
+# sample is of the pid the first one read. It needs t1 (probe_host).
+probe_pids() {
+  window=$1 n=$2 i=0; shift 2
+  while [ "$i" -lt "$n" ]; do
+    f=$1 k=$2; shift 2
+    found=0; pid=""; st=""; exe=""; cl=""
+    if [ -e "$f" ]; then found=1; pidin "$f"; fi
+    eval "pid$i=\$pid"
+    if [ -n "$pid" ] && statof "$pid"; then
+      s20=
+      # shellcheck disable=SC2086 # the stat's fields, one word each
+      [ -z "$k" ] || f20 $st
+      if [ -z "$k" ] || [ "$k" != "$pid $s20" ]; then
+        exe=$(readlink "/proc/$pid/exe" 2>/dev/null)
+        case $exe in *[[:cntrl:]]*) exe=$(readlink "/proc/$pid/exe" 2>/dev/null | tr '\t\n' '  ') ;; esac
+        cl=$(tr '\000\t\n' '\t  ' < "/proc/$pid/cmdline" 2>/dev/null | head -c 4096)
+      fi
+    fi
+    printf 'P\t%d\t%s\t%s\t%s\n' "$i" "$found" "$pid" "$st"
+    printf 'X\t%d\t%s\n' "$i" "$exe"
+    printf 'C\t%d\t%s\n' "$i" "$cl"
+    i=$((i+1))
+  done
+  if [ "$window" != 0 ]; then
+    sleep "$window"; t2=$(ticks); i=0
+    while [ "$i" -lt "$n" ]; do
+      eval "pid=\$pid$i"
+      # shellcheck disable=SC2086 # the stat's fields, one word each
+      if [ -n "$pid" ] && statof "$pid"; then set -- $st; printf 'Q\t%d\t%s\t%s\n' "$i" "${12}" "${13}"; fi
+      i=$((i+1))
+    done
+    printf 'T\t%s\t%s\n' "$t1" "$t2"
+  else
+    printf 'T\t%s\t%s\n' "$t1" "$t1"
+  fi
+}
