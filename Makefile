@@ -145,6 +145,9 @@ test-hostcheck-scale: deps bin/temporal
 test-s3: deps bin/temporal bin/rclone
 	DROVER_S3_TEST=1 $(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) -run 'TestContentStoreOnS3' -v ./internal/e2e
 
+# What BENCH_TEMPORAL=cluster needs besides the bench's own.
+BENCH_CLUSTER_BINS = $(if $(filter cluster,$(BENCH_TEMPORAL)),cluster-deps bin/temporal-server bin/temporal-sql-tool)
+
 ## bench-deps: the peers drover is measured against, from Debian, when missing
 bench-deps: deps
 	$(call apt_missing,parallel-ssh:pssh pdsh:pdsh ansible:ansible ssh:openssh-client monit:monit)
@@ -155,13 +158,15 @@ bench-deps: deps
 ## (BENCH_HOSTS, BENCH_RUNS, BENCH_PARTS, ...: see bench/cmd/bench; flags in
 ## BENCH_ARGS, e.g. BENCH_ARGS="--hosts 50 --parts control"). Writes
 ## bench/results/latest.md, fleetops.md and scaling.png, and the results in
-## docs/benchmarks.md.
-bench: bench-deps bin/starter bin/temporal
+## docs/benchmarks.md. BENCH_TEMPORAL=cluster runs drover's engine on the
+## cluster of make cluster (BENCH_CLUSTER_SHARDS history shards, 16) instead
+## of the dev server, and writes to bench/results/cluster.
+bench: bench-deps bin/starter bin/temporal $(BENCH_CLUSTER_BINS)
 	$(GO) run ./bench/cmd/bench $(BENCH_ARGS)
 
 ## bench-fleet: supervision at fleet size: 2,000 sshd hosts x 10 processes
 ## (about 8 GB), 2 worker processes, then a mass failure and a worker's loss
 ## (BENCH_FLEET_HOSTS, _PROCS, _WORKERS, _INTERVAL, _QUIET). Rewrites the
 ## fleet section of docs/benchmarks.md.
-bench-fleet: bench-deps bin/worker bin/temporal
+bench-fleet: bench-deps bin/worker bin/temporal $(BENCH_CLUSTER_BINS)
 	$(GO) run ./bench/cmd/bench --parts fleet

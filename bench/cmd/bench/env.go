@@ -54,11 +54,10 @@ type measure struct {
 	richWarm []float64
 }
 
-// env is the bench's running world: hosts, dev server, drover's worker.
+// env is the bench's running world: hosts, engine, drover's worker.
 type env struct {
 	s      settings
 	bed    *testbed.Bed
-	srv    *testbed.Temporal
 	cfg    config.Config
 	client client.Client
 	worker *cli.Worker
@@ -75,18 +74,18 @@ type env struct {
 	metricsPort int
 }
 
-func newEnv(ctx context.Context, s settings, bed *testbed.Bed, srv *testbed.Temporal) (*env, error) {
-	e := &env{s: s, bed: bed, srv: srv, dir: filepath.Join(bed.Dir, "bench")}
+func newEnv(ctx context.Context, s settings, bed *testbed.Bed, address string) (*env, error) {
+	e := &env{s: s, bed: bed, dir: filepath.Join(bed.Dir, "bench")}
 	if err := os.MkdirAll(e.dir, 0o755); err != nil {
 		return nil, err
 	}
 	e.cfg = config.Config{
-		TemporalAddress: srv.Address, TemporalNamespace: "default", TaskQueue: "bench",
+		TemporalAddress: address, TemporalNamespace: "default", TaskQueue: "bench",
 		Inventory: bed.InventoryPath, LogFormat: "text", LogLevel: "error",
 		SuperviseInterval: supInterval, LimitPolls: 3, MaxConcurrentActivities: 1000, MaxSessionsPerHost: 8,
 		WorkflowTaskPollers: s.wfPollers, ActivityTaskPollers: s.actPollers,
 	}
-	c, err := client.Dial(client.Options{HostPort: srv.Address, Logger: quietLog{}})
+	c, err := client.Dial(client.Options{HostPort: address, Logger: quietLog{}})
 	if err != nil {
 		return nil, err
 	}
