@@ -2,6 +2,11 @@
 SHELL := /bin/bash
 GO ?= go
 TEMPORAL_CLI_VERSION := v1.5.1
+# The Temporal server of make cluster and BENCH_TEMPORAL=cluster, built from
+# its Go module (the release the pinned CLI's dev server embeds).
+TEMPORAL_SERVER_VERSION := v1.29.1
+# History shards of make cluster.
+CLUSTER_SHARDS ?= 16
 BIN := $(CURDIR)/bin
 # Most end-to-end tests wait on hosts and the engine, not the CPU: those that
 # only wait run side by side.
@@ -18,7 +23,7 @@ RCLONE_VERSION := v1.76.0
 FUZZTIME ?= 5s
 CHAOS_FUZZTIME ?= 30s
 
-.PHONY: all build deps bench-deps bench bench-fleet demo test test-unit test-scale test-hostcheck-scale test-s3 chaos fuzz lint fmt vet staticcheck shellcheck clean
+.PHONY: all build deps bench-deps cluster-deps cluster bench bench-fleet demo test test-unit test-scale test-hostcheck-scale test-s3 chaos fuzz lint fmt vet staticcheck shellcheck clean
 
 all: build
 
@@ -59,11 +64,34 @@ bin/temporal:
 bin/rclone:
 	GOBIN=$(BIN) $(GO) install github.com/rclone/rclone@$(RCLONE_VERSION)
 
+# The Temporal server and its SQL schema tool, built from the server's Go
+# module (go install names them server and sql). Built once (the server takes
+# several minutes cold), then reused.
+bin/temporal-server:
+	@tmp=$$(mktemp -d) && GOBIN=$$tmp $(GO) install go.temporal.io/server/cmd/server@$(TEMPORAL_SERVER_VERSION) && mv $$tmp/server $@ && rmdir $$tmp
+
+bin/temporal-sql-tool:
+	@tmp=$$(mktemp -d) && GOBIN=$$tmp $(GO) install go.temporal.io/server/cmd/tools/sql@$(TEMPORAL_SERVER_VERSION) && mv $$tmp/sql $@ && rmdir $$tmp
+
 FORCE:
 
 ## demo: dev server with UI, three hosts, a worker, a status request
 demo: deps build
 	$(GO) run ./internal/testbed/cmd/demo --bin $(BIN) $(if $(DEMO_ONCE),--once,)
+
+## cluster-deps: PostgreSQL from Debian, when missing
+cluster-deps:
+	@ls /usr/lib/postgresql/*/bin/postgres >/dev/null 2>&1 || { \
+	  echo "installing: postgresql"; \
+	  export DEBIAN_FRONTEND=noninteractive; \
+	  apt-get update -qq && apt-get install -y -qq postgresql; }
+
+## cluster: a Temporal server on a throwaway PostgreSQL, in the foreground:
+## $(CLUSTER_SHARDS) history shards, namespace default with drover's search
+## attributes; prints the frontend's address; Ctrl-C stops and removes both
+## (CLUSTER_ARGS, e.g. CLUSTER_ARGS="--port 7233 --dir /tmp/cluster")
+cluster: cluster-deps bin/temporal-server bin/temporal-sql-tool
+	$(GO) run ./internal/testbed/cmd/cluster --shards $(CLUSTER_SHARDS) $(CLUSTER_ARGS)
 
 ## test: shellcheck, unit and end-to-end tests against real sshd hosts and a
 ## real dev server, the fault tests reduced, and every fuzz target for $(FUZZTIME)
@@ -122,6 +150,9 @@ test-hostcheck-scale: deps bin/temporal
 test-s3: deps bin/temporal bin/rclone
 	DROVER_S3_TEST=1 $(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) -run 'TestContentStoreOnS3' -v ./internal/e2e
 
+# What BENCH_TEMPORAL=cluster needs besides the bench's own.
+BENCH_CLUSTER_BINS = $(if $(filter cluster,$(BENCH_TEMPORAL)),cluster-deps bin/temporal-server bin/temporal-sql-tool)
+
 ## bench-deps: the peers drover is measured against, from Debian, when missing
 bench-deps: deps
 	$(call apt_missing,parallel-ssh:pssh pdsh:pdsh ansible:ansible ssh:openssh-client monit:monit)
@@ -132,13 +163,15 @@ bench-deps: deps
 ## (BENCH_HOSTS, BENCH_RUNS, BENCH_PARTS, ...: see bench/cmd/bench; flags in
 ## BENCH_ARGS, e.g. BENCH_ARGS="--hosts 50 --parts control"). Writes
 ## bench/results/latest.md, fleetops.md and scaling.png, and the results in
-## docs/benchmarks.md.
-bench: bench-deps bin/starter bin/temporal
+## docs/benchmarks.md. BENCH_TEMPORAL=cluster runs drover's engine on the
+## cluster of make cluster (BENCH_CLUSTER_SHARDS history shards, 16) instead
+## of the dev server, and writes to bench/results/cluster.
+bench: bench-deps bin/starter bin/temporal $(BENCH_CLUSTER_BINS)
 	$(GO) run ./bench/cmd/bench $(BENCH_ARGS)
 
 ## bench-fleet: supervision at fleet size: 2,000 sshd hosts x 10 processes
 ## (about 8 GB), 2 worker processes, then a mass failure and a worker's loss
 ## (BENCH_FLEET_HOSTS, _PROCS, _WORKERS, _INTERVAL, _QUIET). Rewrites the
 ## fleet section of docs/benchmarks.md.
-bench-fleet: bench-deps bin/worker bin/temporal
+bench-fleet: bench-deps bin/worker bin/temporal $(BENCH_CLUSTER_BINS)
 	$(GO) run ./bench/cmd/bench --parts fleet

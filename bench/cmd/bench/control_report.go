@@ -43,12 +43,17 @@ func (r *report) controlMarkdown(b *strings.Builder) {
 	w("\nEvery tool runs the same command lines (start_cmd `%s`, stop_cmd `%s`; restart is stop then start) with start_check_secs and stop_check_secs %d, and every host must answer success.\n",
 		ctlStart, ctlStop, int(ctlCheck.Seconds()))
 	w("Cold: a new worker (drover), new connections (floor), no ssh master (peers), before each op. Warm: the same op on the same worker, connections or ssh masters (ControlPersist).\n")
-	sync := "SQLite in WAL mode, synced at checkpoints"
-	if sqlitePragmas() == nil {
-		sync = "SQLite synced at every transaction"
+	if r.settings.engine != "" {
+		w("Drover's engine is a %s (fsync and synchronous commit on) with eager activity execution on; its worker has %d workflow and %d activity task pollers.\n\n",
+			r.settings.engine, r.settings.wfPollers, r.settings.actPollers)
+	} else {
+		sync := "SQLite in WAL mode, synced at checkpoints"
+		if sqlitePragmas() == nil {
+			sync = "SQLite synced at every transaction"
+		}
+		w("Drover's engine is the pinned Temporal dev server (%s) with eager activity execution on; its worker has %d workflow and %d activity task pollers.\n\n",
+			sync, r.settings.wfPollers, r.settings.actPollers)
 	}
-	w("Drover's engine is the pinned Temporal dev server (%s) with eager activity execution on; its worker has %d workflow and %d activity task pollers.\n\n",
-		sync, r.settings.wfPollers, r.settings.actPollers)
 
 	w("### Control-op targets (medians)\n\n| op | drover cold / pssh cold | ≤ 0.8× | drover warm / floor warm | ≤ 1.5× |\n|---|---|---|---|---|\n")
 	for _, o := range ctlOps {

@@ -55,11 +55,10 @@ type measure struct {
 	richWarm []float64
 }
 
-// env is the bench's running world: hosts, dev server, drover's worker.
+// env is the bench's running world: hosts, engine, drover's worker.
 type env struct {
 	s      settings
 	bed    *testbed.Bed
-	srv    *testbed.Temporal
 	cfg    config.Config
 	client client.Client
 	worker *cli.Worker
@@ -76,18 +75,18 @@ type env struct {
 	metricsPort int
 }
 
-func newEnv(ctx context.Context, s settings, bed *testbed.Bed, srv *testbed.Temporal) (*env, error) {
-	e := &env{s: s, bed: bed, srv: srv, dir: filepath.Join(bed.Dir, "bench")}
+func newEnv(ctx context.Context, s settings, bed *testbed.Bed, address string) (*env, error) {
+	e := &env{s: s, bed: bed, dir: filepath.Join(bed.Dir, "bench")}
 	if err := os.MkdirAll(e.dir, 0o755); err != nil {
 		return nil, err
 	}
 	// Drover as shipped (shard watches among the rest), on the bench's
-	// server, hosts and interval.
+	// engine, hosts and interval.
 	e.cfg = config.Defaults()
-	e.cfg.TemporalAddress, e.cfg.TaskQueue, e.cfg.Inventory = srv.Address, "bench", bed.InventoryPath
+	e.cfg.TemporalAddress, e.cfg.TaskQueue, e.cfg.Inventory = address, "bench", bed.InventoryPath
 	e.cfg.LogLevel, e.cfg.SuperviseInterval = "error", supInterval
 	e.cfg.WorkflowTaskPollers, e.cfg.ActivityTaskPollers = s.wfPollers, s.actPollers
-	c, err := client.Dial(client.Options{HostPort: srv.Address, Logger: quietLog{}})
+	c, err := client.Dial(client.Options{HostPort: address, Logger: quietLog{}})
 	if err != nil {
 		return nil, err
 	}

@@ -94,7 +94,7 @@ func fleetMarkdown(r *fleetResult, err error, machine []string, took time.Durati
 // writeFleet prints the fleet tables, writes them to fleet.md and, for a
 // run into the default results directory, into the docs page.
 func writeFleet(s settings, r *fleetResult, runErr error, took time.Duration) error {
-	md := fleetMarkdown(r, runErr, describeMachine(), took)
+	md := fleetMarkdown(r, runErr, describeMachine(s), took)
 	fmt.Print(md)
 	path := filepath.Join(s.out, "fleet.md")
 	if err := os.WriteFile(path, []byte(md), 0o644); err != nil {

@@ -225,7 +225,7 @@ func loadFleetOpsSettings() (fleetOpsSettings, error) {
 func (e *env) runFleetOps(ctx context.Context) error {
 	log.Printf("fleet-size ops: %v identities on %d sshd hosts", e.s.fleetOps.sizes, e.s.fleetOps.sshd)
 	r, err := e.fleetOps(ctx, e.s.fleetOps)
-	md := fleetOpsMarkdown(r, err, describeMachine())
+	md := fleetOpsMarkdown(r, err, describeMachine(e.s))
 	fmt.Print(md)
 	if werr := writeFleetOps(e.s, md); werr != nil {
 		return werr

@@ -21,6 +21,12 @@
 //	                   elsewhere leaves docs/benchmarks.md alone
 //	BENCH_SQLITE_SYNC  full: the dev server's SQLite syncs every transaction
 //	                   (its default); otherwise WAL, synced at checkpoints
+//	BENCH_TEMPORAL     drover's engine: dev (the pinned dev server) or
+//	                   cluster (a Temporal server on PostgreSQL, as make
+//	                   cluster runs it; results in bench/results/cluster
+//	                   unless BENCH_OUT says otherwise) (dev)
+//	BENCH_CLUSTER_SHARDS
+//	                   the cluster's history shards (16)
 //	BENCH_PARTS        what to measure: status, control (start, restart and
 //	                   stop on BENCH_HOSTS), supervise, fleetops (register,
 //	                   start, status, restart, stop over BENCH_FLEETOPS
@@ -52,7 +58,6 @@ import (
 	"time"
 
 	"github.com/drover-sh/drover/internal/testbed"
-	"github.com/drover-sh/drover/workflows"
 )
 
 // settings are the bench's knobs, from the environment.
@@ -66,8 +71,14 @@ type settings struct {
 	out, bin               string
 	parts                  []string
 	wfPollers, actPollers  int
-	fleet                  fleetSettings
-	fleetOps               fleetOpsSettings
+	// temporal is the engine (BENCH_TEMPORAL: dev or cluster), shards a
+	// cluster's history shards (BENCH_CLUSTER_SHARDS).
+	temporal string
+	shards   int
+	// engine names a cluster once it runs; empty for the dev server.
+	engine   string
+	fleet    fleetSettings
+	fleetOps fleetOpsSettings
 }
 
 // The parts of a bench run.
@@ -130,11 +141,18 @@ func loadSettings(args []string) (settings, error) {
 		}
 		s.fleetOps = f
 	}
+	if err := loadEngine(&s); err != nil {
+		return s, err
+	}
 	s.supHosts = envInt("BENCH_SUP_HOSTS", s.hosts)
 	// The worker's shipped defaults.
 	s.wfPollers, s.actPollers = 16, 16
 	if s.out == "" {
 		s.out = defaultOut()
+		if s.temporal == temporalCluster {
+			// Results on a cluster sit apart and leave the docs page alone.
+			s.out = filepath.Join(defaultOut(), temporalCluster)
+		}
 	}
 	scale := os.Getenv("BENCH_SCALE")
 	if scale == "" {
@@ -223,7 +241,7 @@ func run(ctx context.Context, s settings) error {
 	if err := os.MkdirAll(s.out, 0o755); err != nil {
 		return err
 	}
-	rep := &report{settings: s, machine: describeMachine(), began: began, sizes: map[int]map[string]*measure{}}
+	rep := &report{settings: s, machine: describeMachine(s), began: began, sizes: map[int]map[string]*measure{}}
 	availBefore := memAvailable()
 
 	n := s.maxHosts()
@@ -240,19 +258,18 @@ func run(ctx context.Context, s settings) error {
 	if err != nil {
 		return err
 	}
-	srv, err := testbed.StartTemporal(testbed.TemporalOptions{SearchAttributes: workflows.SearchAttributeTypes, MetricsPort: metricsPort,
-		// The dev server's SQLite otherwise syncs the disk at every
-		// transaction, and every host op is a dozen of them: on a shared
-		// disk the engine then measures the disk. A production cluster's
-		// store does not work that way.
-		SQLitePragmas: sqlitePragmas()})
+	eng, err := startEngine(s, metricsPort)
 	if err != nil {
 		return err
 	}
-	defer srv.Stop()
+	defer eng.stop()
 	availServer := memAvailable()
+	if eng.desc != "" {
+		s.engine = eng.desc
+		rep.settings, rep.machine = s, describeMachine(s)
+	}
 
-	e, err := newEnv(ctx, s, bed, srv)
+	e, err := newEnv(ctx, s, bed, eng.address)
 	if err != nil {
 		return err
 	}

@@ -305,8 +305,9 @@ func (r *report) plot(path string) error {
 	return p.Save(8*vg.Inch, 5*vg.Inch, path)
 }
 
-// describeMachine names what the numbers were measured on.
-func describeMachine() []string {
+// describeMachine names what the numbers were measured on, and the engine
+// when it is a cluster.
+func describeMachine(s settings) []string {
 	cpu := "unknown CPU"
 	if data, err := os.ReadFile("/proc/cpuinfo"); err == nil {
 		for _, line := range strings.Split(string(data), "\n") {
@@ -322,6 +323,9 @@ func describeMachine() []string {
 		"Linux " + strings.TrimSpace(string(kernel)), runtime.Version()}
 	if v, err := exec.Command("ssh", "-V").CombinedOutput(); err == nil {
 		out = append(out, strings.TrimSpace(strings.SplitN(string(v), ",", 2)[0]))
+	}
+	if s.engine != "" {
+		out = append(out, "drover's engine a "+s.engine)
 	}
 	return out
 }

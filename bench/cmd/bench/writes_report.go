@@ -88,7 +88,7 @@ func writesMarkdown(b *strings.Builder, heading, window string, cols []*writesCo
 			w(" ≤ %d | not measured |\n", writesTarget)
 		}
 	}
-	w("\nWrites are the dev server's own count (`persistence_requests`) of %s in drover's namespace, and the task completions (%s: a matching queue's carry drover's namespace, a history shard's range completions none, and are counted too: on the bench's server no one else's tasks are in them), from just before the op's request to %s, divided by the host ops asked for. Visibility is `visibility_persistence_requests`, apart.\n\n",
+	w("\nWrites are the server's own count (`persistence_requests`) of %s in drover's namespace, and the task completions (%s: a matching queue's carry drover's namespace, a history shard's range completions none, and are counted too: on the bench's server no one else's tasks are in them), from just before the op's request to %s, divided by the host ops asked for. Visibility is `visibility_persistence_requests`, apart.\n\n",
 		strings.Join(executionWrites, ", "), completionWrites, window)
 	for _, c := range cols {
 		var lines []string

@@ -1,0 +1,78 @@
+package main
+
+import (
+	"fmt"
+	"log"
+	"os"
+	"strconv"
+
+	"github.com/drover-sh/drover/internal/testbed"
+	"github.com/drover-sh/drover/workflows"
+)
+
+// The engines drover runs on in the bench (BENCH_TEMPORAL).
+const (
+	// temporalDev is the pinned CLI's dev server: one history shard on
+	// SQLite, in one process.
+	temporalDev = "dev"
+	// temporalCluster is a Temporal server built from its Go module on a
+	// PostgreSQL of its own, with BENCH_CLUSTER_SHARDS history shards
+	// (make cluster runs the same by hand).
+	temporalCluster = "cluster"
+)
+
+// loadEngine reads BENCH_TEMPORAL and BENCH_CLUSTER_SHARDS into s.
+func loadEngine(s *settings) error {
+	s.temporal = envOr("BENCH_TEMPORAL", temporalDev)
+	switch s.temporal {
+	case temporalDev:
+	case temporalCluster:
+		s.shards = 16
+		if v := os.Getenv("BENCH_CLUSTER_SHARDS"); v != "" {
+			n, err := strconv.Atoi(v)
+			if err != nil || n < 1 {
+				return fmt.Errorf("BENCH_CLUSTER_SHARDS: %q is not a shard count", v)
+			}
+			s.shards = n
+		}
+	default:
+		return fmt.Errorf("BENCH_TEMPORAL: unknown engine %q; want %s or %s", s.temporal, temporalDev, temporalCluster)
+	}
+	return nil
+}
+
+// engine is drover's Temporal for the run.
+type engine struct {
+	address string
+	// desc names a cluster in the reports; empty for the dev server, whose
+	// reports read as before.
+	desc string
+	stop func() error
+}
+
+// startEngine starts the engine s asks for, its Prometheus metrics on
+// 127.0.0.1:metricsPort, drover's search attributes registered in
+// namespace default.
+func startEngine(s settings, metricsPort int) (*engine, error) {
+	if s.temporal != temporalCluster {
+		srv, err := testbed.StartTemporal(testbed.TemporalOptions{SearchAttributes: workflows.SearchAttributeTypes, MetricsPort: metricsPort,
+			// The dev server's SQLite otherwise syncs the disk at every
+			// transaction, and every host op is a dozen of them: on a shared
+			// disk the engine then measures the disk. A production cluster's
+			// store does not work that way.
+			SQLitePragmas: sqlitePragmas()})
+		if err != nil {
+			return nil, err
+		}
+		return &engine{address: srv.Address, stop: srv.Stop}, nil
+	}
+	log.Printf("starting PostgreSQL and a Temporal server with %d history shards", s.shards)
+	c, err := testbed.StartCluster(testbed.ClusterOptions{Shards: s.shards, MetricsPort: metricsPort,
+		SearchAttributes: workflows.SearchAttributeTypes})
+	if err != nil {
+		return nil, err
+	}
+	log.Printf("Temporal server %s at %s, PostgreSQL %s at 127.0.0.1:%d, in %s", c.ServerVersion, c.Address, c.PGVersion, c.PGPort, c.Dir)
+	return &engine{address: c.Address, stop: c.Stop,
+		desc: fmt.Sprintf("Temporal server %s on PostgreSQL %s, %d history shards", c.ServerVersion, c.PGVersion, c.Shards)}, nil
+}
