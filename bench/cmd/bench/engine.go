@@ -41,8 +41,8 @@ func loadEngine(s *settings) error {
 	return nil
 }
 
-// engine is drover's Temporal for the run.
-type engine struct {
+// temporalEngine is drover's Temporal for the run.
+type temporalEngine struct {
 	address string
 	// desc names a cluster in the reports; empty for the dev server, whose
 	// reports read as before.
@@ -53,7 +53,7 @@ type engine struct {
 // startEngine starts the engine s asks for, its Prometheus metrics on
 // 127.0.0.1:metricsPort, drover's search attributes registered in
 // namespace default.
-func startEngine(s settings, metricsPort int) (*engine, error) {
+func startEngine(s settings, metricsPort int) (*temporalEngine, error) {
 	if s.temporal != temporalCluster {
 		srv, err := testbed.StartTemporal(testbed.TemporalOptions{SearchAttributes: workflows.SearchAttributeTypes, MetricsPort: metricsPort,
 			// The dev server's SQLite otherwise syncs the disk at every
@@ -64,7 +64,7 @@ func startEngine(s settings, metricsPort int) (*engine, error) {
 		if err != nil {
 			return nil, err
 		}
-		return &engine{address: srv.Address, stop: srv.Stop}, nil
+		return &temporalEngine{address: srv.Address, stop: srv.Stop}, nil
 	}
 	log.Printf("starting PostgreSQL and a Temporal server with %d history shards", s.shards)
 	c, err := testbed.StartCluster(testbed.ClusterOptions{Shards: s.shards, MetricsPort: metricsPort,
@@ -73,6 +73,6 @@ func startEngine(s settings, metricsPort int) (*engine, error) {
 		return nil, err
 	}
 	log.Printf("Temporal server %s at %s, PostgreSQL %s at 127.0.0.1:%d, in %s", c.ServerVersion, c.Address, c.PGVersion, c.PGPort, c.Dir)
-	return &engine{address: c.Address, stop: c.Stop,
+	return &temporalEngine{address: c.Address, stop: c.Stop,
 		desc: fmt.Sprintf("Temporal server %s on PostgreSQL %s, %d history shards", c.ServerVersion, c.PGVersion, c.Shards)}, nil
 }
