@@ -23,6 +23,10 @@ import (
 const (
 	TransportSSH   = "ssh"
 	TransportWinRM = "winrm"
+	// TransportSimulated is a host the worker answers in-process, as a
+	// Linux host would (transport.Simulated): for benchmarks at fleet
+	// sizes one machine's sshd cannot serve, never for real hosts.
+	TransportSimulated = "simulated"
 )
 
 // WinRM authentication schemes.
@@ -378,8 +382,8 @@ func validate(h Host) error {
 	if h.Port < 1 || h.Port > 65535 {
 		return fmt.Errorf("port %d: must be 1..65535", h.Port)
 	}
-	if h.Transport != TransportSSH && h.Transport != TransportWinRM {
-		return fmt.Errorf("transport %q: must be %q or %q", h.Transport, TransportSSH, TransportWinRM)
+	if h.Transport != TransportSSH && h.Transport != TransportWinRM && h.Transport != TransportSimulated {
+		return fmt.Errorf("transport %q: must be %q, %q or %q", h.Transport, TransportSSH, TransportWinRM, TransportSimulated)
 	}
 	if h.Transport != TransportWinRM {
 		if err := validCertificateFile(h.CertificateFile, h.IdentityFile); err != nil {

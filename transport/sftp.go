@@ -138,8 +138,11 @@ func (s *SSH) openFilesOn(ctx context.Context, c *conn, loginUser, account strin
 // OpenFiles opens a file session over the host's transport. WinRM hosts
 // have no SFTP: KindUnsupported.
 func (m Multi) OpenFiles(ctx context.Context, host inventory.Host, account string) (*FileSession, error) {
-	if host.Transport == inventory.TransportWinRM {
+	switch host.Transport {
+	case inventory.TransportWinRM:
 		return nil, &Error{Kind: KindUnsupported, Host: host.DialAddress(), Err: errors.New("files are not transferred to WinRM hosts")}
+	case inventory.TransportSimulated:
+		return nil, &Error{Kind: KindUnsupported, Host: host.DialAddress(), Err: errors.New("files are not transferred to simulated hosts")}
 	}
 	fo, ok := m.SSH.(FileOpener)
 	if !ok {

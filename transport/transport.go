@@ -127,6 +127,19 @@ func KindOf(err error) Kind {
 type Multi struct {
 	SSH   Runner
 	WinRM Runner
+	// Simulated answers hosts of transport "simulated".
+	Simulated Runner
+}
+
+// runner is the Runner of host's transport.
+func (m Multi) runner(host inventory.Host) Runner {
+	switch host.Transport {
+	case inventory.TransportWinRM:
+		return m.WinRM
+	case inventory.TransportSimulated:
+		return m.Simulated
+	}
+	return m.SSH
 }
 
 var (
@@ -135,10 +148,7 @@ var (
 )
 
 func (m Multi) Run(ctx context.Context, host inventory.Host, cmd Command) (Result, error) {
-	r := m.SSH
-	if host.Transport == inventory.TransportWinRM {
-		r = m.WinRM
-	}
+	r := m.runner(host)
 	if r == nil {
 		return Result{}, &Error{Kind: KindUnsupported, Host: host.DialAddress(), Err: fmt.Errorf("no %s transport configured", host.Transport)}
 	}
@@ -148,11 +158,7 @@ func (m Multi) Run(ctx context.Context, host inventory.Host, cmd Command) (Resul
 // Connect connects ahead over the transport host's entry names, when that
 // transport can; otherwise there is nothing to do ahead of Run.
 func (m Multi) Connect(ctx context.Context, host inventory.Host) error {
-	r := m.SSH
-	if host.Transport == inventory.TransportWinRM {
-		r = m.WinRM
-	}
-	if c, ok := r.(Connector); ok {
+	if c, ok := m.runner(host).(Connector); ok {
 		return c.Connect(ctx, host)
 	}
 	return nil

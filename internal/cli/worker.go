@@ -143,8 +143,11 @@ func StartWorker(cfg config.Config, logger *slog.Logger) (*Worker, error) {
 		WorkerStopTimeout: stopTimeout,
 	})
 	winrm := transport.NewWinRM(transport.WinRMOptions{})
-	acts := &activities.Activities{Inventory: inv, Runner: m.Track(transport.Multi{SSH: ssh, WinRM: winrm}),
-		Files: transport.Multi{SSH: ssh, WinRM: winrm}, Store: store, Hosts: dispatch.HostLink{Client: c}}
+	// Hosts of transport "simulated" are answered in-process: benchmarks
+	// only (docs/benchmarks.md).
+	runners := transport.Multi{SSH: ssh, WinRM: winrm, Simulated: transport.NewSimulated(simulatedLatency)}
+	acts := &activities.Activities{Inventory: inv, Runner: m.Track(runners),
+		Files: runners, Store: store, Hosts: dispatch.HostLink{Client: c}}
 	dispatch.Register(w, acts, &dispatch.Dispatcher{Client: c, TaskQueue: cfg.TaskQueue, Inventory: inv, Acts: acts, DataConverter: dataConverter(cfg),
 		Supervision: workflows.Supervision{Interval: cfg.SuperviseInterval, LimitPolls: cfg.LimitPolls,
 			TimeZone: cfg.CrontabZone(), WatchQueue: cfg.WatchQueue(), WatchShards: cfg.WatchShards, Off: cfg.NoSupervision}})
@@ -192,6 +195,10 @@ func StartWorker(cfg config.Config, logger *slog.Logger) (*Worker, error) {
 	live.Watch(watchCtx)
 	return wk, nil
 }
+
+// simulatedLatency is what a simulated host adds to each command: about a
+// round trip and an exec on a LAN.
+const simulatedLatency = 2 * time.Millisecond
 
 // WorkerIdentity is how a worker names itself to Temporal (pollers, task
 // history, `temporal task-queue describe`): the SDK's pid@host plus the
