@@ -23,7 +23,7 @@ RCLONE_VERSION := v1.76.0
 FUZZTIME ?= 5s
 CHAOS_FUZZTIME ?= 30s
 
-.PHONY: all build deps bench-deps cluster-deps cluster bench bench-fleet demo test test-unit test-scale test-hostcheck-scale test-s3 chaos fuzz lint fmt vet staticcheck shellcheck clean
+.PHONY: all build deps bench-deps cluster-deps cluster bench bench-sim bench-fleet demo test test-unit test-scale test-hostcheck-scale test-s3 chaos fuzz lint fmt vet staticcheck shellcheck clean
 
 all: build
 
@@ -168,6 +168,13 @@ bench-deps: deps
 ## of the dev server, and writes to bench/results/cluster.
 bench: bench-deps bin/starter bin/temporal $(BENCH_CLUSTER_BINS)
 	$(GO) run ./bench/cmd/bench $(BENCH_ARGS)
+
+## bench-sim: the fleet-size ops (register, start, status, restart, stop)
+## over simulated hosts, answered in-process by the worker: drover's and the
+## engine's cost without sshd's, past what one machine's sshd can serve
+## (BENCH_FLEETOPS, default 200,10000,50000)
+bench-sim: bin/starter bin/temporal
+	BENCH_FLEETOPS_HOSTS=simulated BENCH_FLEETOPS=$${BENCH_FLEETOPS:-200,10000,50000} $(GO) run ./bench/cmd/bench --parts fleetops $(BENCH_ARGS)
 
 ## bench-fleet: supervision at fleet size: 2,000 sshd hosts x 10 processes
 ## (about 8 GB), 2 worker processes, then a mass failure and a worker's loss

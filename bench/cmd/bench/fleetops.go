@@ -46,6 +46,11 @@ var fleetOpsOps = []string{"register", "start", "status", "restart", "stop"}
 type fleetOpsSettings struct {
 	sizes []int
 	sshd  int
+	// simulated: the identities are simulated hosts (inventory transport
+	// simulated), answered in-process by the worker, instead of
+	// identities of the bed's sshd hosts: drover's and the engine's cost
+	// without sshd's.
+	simulated bool
 }
 
 // fleetOpsRun is one op at one size.
@@ -89,6 +94,9 @@ func (e *env) fleetOps(ctx context.Context, f fleetOpsSettings) (*fleetOpsResult
 		return r, fmt.Errorf("BENCH_FLEETOPS_SSHD %d: the bed has %d hosts", f.sshd, len(e.bed.Hosts))
 	}
 	shared := e.bed.Hosts[:f.sshd]
+	if f.simulated {
+		shared = nil
+	}
 	if err := forHosts(shared, func(h *testbed.Host) error {
 		_, err := h.Exec(`mkdir -p ` + fleetOpsDir + ` && cp "$(command -v sleep)" ` + fleetOpsDir + `/svc && rm -f ` + fleetOpsDir + `/*.pid`)
 		return err
@@ -163,8 +171,13 @@ func (e *env) fleetOpsInventory(f fleetOpsSettings) (string, map[int][]proc.Item
 		for i := 0; i < n; i++ {
 			// 10.(100+k).x.y: outside the bed's own addresses, one range per size.
 			ip := fmt.Sprintf("10.%d.%d.%d", 100+k, i/250, i%250+1)
-			hosts = append(hosts, map[string]any{"ip": ip, "bk_cloud_id": 0, "bk_supplier_id": 0,
-				"address": e.bed.Hosts[i%f.sshd].IP, "groups": []string{fleetOpsGroup(n)}})
+			host := map[string]any{"ip": ip, "bk_cloud_id": 0, "bk_supplier_id": 0, "groups": []string{fleetOpsGroup(n)}}
+			if f.simulated {
+				host["transport"] = "simulated"
+			} else {
+				host["address"] = e.bed.Hosts[i%f.sshd].IP
+			}
+			hosts = append(hosts, host)
 			sp := fleetOpsSpec(ip + ".pid")
 			items[n] = append(items[n], proc.Item{
 				Target:  proc.Target{IP: ip},

@@ -17,9 +17,15 @@ import (
 // The fleet-size ops section of the docs page lies between these markers;
 // a run of the fleetops part into the default results directory rewrites it.
 const (
-	fleetOpsBegin = "<!-- fleet-size ops results: written by make bench -->\n"
-	fleetOpsEnd   = "<!-- end of fleet-size ops results -->\n"
+	fleetOpsBegin    = "<!-- fleet-size ops results: written by make bench -->\n"
+	fleetOpsEnd      = "<!-- end of fleet-size ops results -->\n"
+	fleetOpsSimBegin = "<!-- simulated fleet-size ops results: written by make bench-sim -->\n"
+	fleetOpsSimEnd   = "<!-- end of simulated fleet-size ops results -->\n"
 )
+
+// simulatedLatency is what the worker's simulated hosts add to each
+// command (internal/cli).
+const simulatedLatency = "2 ms"
 
 // The server's limits the histories are held against.
 const (
@@ -44,7 +50,11 @@ func fleetOpsMarkdown(r *fleetOpsResult, runErr error, machine []string) string 
 	var b strings.Builder
 	w := func(format string, args ...any) { fmt.Fprintf(&b, format, args...) }
 	base, top := r.sizes[0], r.sizes[len(r.sizes)-1]
-	w("### Fleet-size ops (identities sharing %d sshd hosts through `address`)\n\n", r.sshd)
+	if r.simulated {
+		w("### Fleet-size ops on simulated hosts (answered in-process by the worker: a simulation, no sshd)\n\n")
+	} else {
+		w("### Fleet-size ops (identities sharing %d sshd hosts through `address`)\n\n", r.sshd)
+	}
 	w("Measured %s on %s.\n\n", time.Now().UTC().Format("2006-01-02 15:04 UTC"), strings.Join(machine, ", "))
 	if runErr != nil {
 		w("The run stopped early: %v.\n\n", runErr)
@@ -71,7 +81,12 @@ func fleetOpsMarkdown(r *fleetOpsResult, runErr error, machine []string) string 
 		}
 	}
 	w("\nRegister is `starter api register_proc_info -f BODY --wait`, one body naming every identity with the seed's one spec; the others are `starter VERB --hosts group:… --wait -o json`, as an operator runs them, results included; each key's code is as the op's answer gave it. ")
-	w("The identities share %d sshd hosts, so after the register each is given a pid file of its own (update_proc_info through the workflow API, not timed) before the control ops.\n\n", r.sshd)
+	if r.simulated {
+		w("Every identity is a simulated host (inventory `transport: simulated`): the worker answers drover's scripts in-process as a host would, after %s, so the figures are drover's and the engine's, without sshd's. ", simulatedLatency)
+	} else {
+		w("The identities share %d sshd hosts. ", r.sshd)
+	}
+	w("After the register each identity is given a pid file of its own (update_proc_info through the workflow API, not timed) before the control ops.\n\n")
 
 	at := fmt.Sprintf("at %d identities", top)
 	if top != fleetOpsTargetSize {
@@ -182,10 +197,15 @@ func oneLineOf(s string) string {
 	return s
 }
 
-// writeFleetOps writes the fleet-size table to fleetops.md and, for a run
-// into the default results directory, into the docs page.
+// writeFleetOps writes the fleet-size table to fleetops.md (simulated
+// hosts: fleetops-simulated.md) and, for a run into the default results
+// directory, into the docs page's section of it.
 func writeFleetOps(s settings, md string) error {
-	path := filepath.Join(s.out, "fleetops.md")
+	name, begin, end := "fleetops.md", fleetOpsBegin, fleetOpsEnd
+	if s.fleetOps.simulated {
+		name, begin, end = "fleetops-simulated.md", fleetOpsSimBegin, fleetOpsSimEnd
+	}
+	path := filepath.Join(s.out, name)
 	if err := os.WriteFile(path, []byte(md), 0o644); err != nil {
 		return err
 	}
@@ -193,13 +213,20 @@ func writeFleetOps(s settings, md string) error {
 	if s.out != defaultOut() {
 		return nil
 	}
-	return refreshSection(docsPage(), fleetOpsBegin, fleetOpsEnd, md)
+	return refreshSection(docsPage(), begin, end, md)
 }
 
 // loadFleetOpsSettings reads BENCH_FLEETOPS (identity counts, the first
 // the baseline) and BENCH_FLEETOPS_SSHD.
 func loadFleetOpsSettings() (fleetOpsSettings, error) {
 	f := fleetOpsSettings{sshd: envInt("BENCH_FLEETOPS_SSHD", 20)}
+	switch v := os.Getenv("BENCH_FLEETOPS_HOSTS"); v {
+	case "", "sshd":
+	case "simulated":
+		f.simulated, f.sshd = true, 0
+	default:
+		return f, fmt.Errorf("BENCH_FLEETOPS_HOSTS %q: want sshd or simulated", v)
+	}
 	// BENCH_FLEETOPS_OPS runs the first ops only (register and start
 	// always come first: the others need them), e.g. register,start,status.
 	if v := os.Getenv("BENCH_FLEETOPS_OPS"); v != "" {
@@ -223,7 +250,11 @@ func loadFleetOpsSettings() (fleetOpsSettings, error) {
 // its own section of the docs page); a failed op is in the table, and so is a run
 // that stopped early.
 func (e *env) runFleetOps(ctx context.Context) error {
-	log.Printf("fleet-size ops: %v identities on %d sshd hosts", e.s.fleetOps.sizes, e.s.fleetOps.sshd)
+	if e.s.fleetOps.simulated {
+		log.Printf("fleet-size ops: %v simulated hosts", e.s.fleetOps.sizes)
+	} else {
+		log.Printf("fleet-size ops: %v identities on %d sshd hosts", e.s.fleetOps.sizes, e.s.fleetOps.sshd)
+	}
 	r, err := e.fleetOps(ctx, e.s.fleetOps)
 	md := fleetOpsMarkdown(r, err, describeMachine(e.s))
 	fmt.Print(md)

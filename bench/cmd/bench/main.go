@@ -205,7 +205,8 @@ func (s settings) maxHosts() int {
 		return s.fleet.hosts
 	}
 	if len(s.parts) == 1 && s.part(partFleetOps) {
-		return s.fleetOps.sshd
+		// A simulated fleet still starts the bed with a host.
+		return max(s.fleetOps.sshd, 1)
 	}
 	n := s.hosts
 	if s.part(partFleetOps) {
