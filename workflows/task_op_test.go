@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -107,10 +108,14 @@ func TestTaskOpOutlastingItsLocalBudgetGoesOnAsAnActivity(t *testing.T) {
 		local   bool
 		attempt int32
 	}
+	// The local run is left behind on a goroutine of its own.
+	var mu sync.Mutex
 	var runs []run
 	ht := newHostTest(t, func(ctx context.Context, in activities.HostOpInput) (activities.HostOpOutput, error) {
 		local := activity.GetInfo(ctx).IsLocalActivity
+		mu.Lock()
 		runs = append(runs, run{local, in.Attempt})
+		mu.Unlock()
 		if local {
 			<-ctx.Done() // the command outlasts the budget
 			return activities.HostOpOutput{}, ctx.Err()
@@ -124,6 +129,8 @@ func TestTaskOpOutlastingItsLocalBudgetGoesOnAsAnActivity(t *testing.T) {
 	if r := ht.replies[0]; r.Code != proc.CodeSuccess {
 		t.Fatalf("answer %+v, want the activity's 0", r)
 	}
+	mu.Lock()
+	defer mu.Unlock()
 	if got := fmt.Sprint(runs); got != "[{true 1} {false 1}]" {
 		t.Fatalf("runs %s, want attempt 1 local, then attempt 1 as an activity", got)
 	}
