@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/temporal"
 
@@ -116,10 +117,25 @@ func (a *Activities) HostOp(ctx context.Context, in HostOpInput) (HostOpOutput, 
 	default:
 		return failed(proc.Fail(proc.CodeBadOpType, "op_type %d has no host action", int(in.Op))), nil
 	}
+	if err := OutlastedLocally(ctx); err != nil {
+		return HostOpOutput{}, err
+	}
 	if err := attemptLost(ctx); err != nil {
 		return HostOpOutput{}, err
 	}
 	return out, nil
+}
+
+// OutlastedLocally is, for an op run as a local activity whose budget
+// ended, the timeout its host workflow reads as "go on as an activity":
+// what the op saw when its budget cut it short is not its answer. The SDK
+// reports the same timeout when it gives the local run up first; this
+// covers the run that returns in the moment before it does.
+func OutlastedLocally(ctx context.Context) error {
+	if !activity.IsActivity(ctx) || !activity.GetInfo(ctx).IsLocalActivity || !errors.Is(context.Cause(ctx), context.DeadlineExceeded) {
+		return nil
+	}
+	return temporal.NewTimeoutError(enumspb.TIMEOUT_TYPE_START_TO_CLOSE, nil)
 }
 
 // attemptLost is why an op's answer must not be recorded, or nil. An op

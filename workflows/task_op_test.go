@@ -118,7 +118,7 @@ func TestTaskOpOutlastingItsLocalBudgetGoesOnAsAnActivity(t *testing.T) {
 		mu.Unlock()
 		if local {
 			<-ctx.Done() // the command outlasts the budget
-			return activities.HostOpOutput{}, ctx.Err()
+			return activities.HostOpOutput{}, activities.OutlastedLocally(ctx)
 		}
 		return activities.HostOpOutput{Result: proc.HostResult{Code: proc.CodeSuccess, Message: "success"}, Alive: true, Pid: 42}, nil
 	})
