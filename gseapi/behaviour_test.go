@@ -308,3 +308,23 @@ func TestAPIsOrder(t *testing.T) {
 		}
 	}
 }
+
+// TestOutcomeOfAPendingHostIsNotAFailure: a call's outcome fails only for
+// a host that ended non-zero; one still pending (115) has not ended.
+func TestOutcomeOfAPendingHostIsNotAFailure(t *testing.T) {
+	ok, running, failed := proc.KeyedResult{Key: "a", HostResult: proc.HostResult{Code: proc.CodeSuccess}},
+		proc.KeyedResult{Key: "b", HostResult: proc.HostResult{Code: proc.CodeRunning}},
+		proc.KeyedResult{Key: "c", HostResult: proc.HostResult{Code: proc.CodeUnreachable}}
+	for _, tc := range []struct {
+		res  []proc.KeyedResult
+		want Outcome
+	}{
+		{[]proc.KeyedResult{ok}, OutcomeOK},
+		{[]proc.KeyedResult{ok, running}, OutcomeOK},
+		{[]proc.KeyedResult{ok, running, failed}, OutcomeHostsFailed},
+	} {
+		if got := outcomeOf(tc.res); got != tc.want {
+			t.Errorf("outcomeOf(%v) = %v, want %v", tc.res, got, tc.want)
+		}
+	}
+}
