@@ -78,10 +78,7 @@ func decode(body []byte, v any) error {
 
 // Validate checks every field against its documented rule.
 func (r *OperateProcessRequest) Validate() error {
-	if err := validateMeta("meta", r.Meta); err != nil {
-		return err
-	}
-	targets, err := r.HostList.targets("")
+	targets, err := metaTargets(r.Meta, r.HostList)
 	if err != nil {
 		return err
 	}
@@ -90,6 +87,15 @@ func (r *OperateProcessRequest) Validate() error {
 	}
 	r.targets = targets
 	return nil
+}
+
+// metaTargets checks the meta and reads the hosts of a request that names
+// one process (meta) on some hosts (hosts or agent_id_list).
+func metaTargets(m Meta, l HostList) ([]proc.Target, error) {
+	if err := validateMeta("meta", m); err != nil {
+		return nil, err
+	}
+	return l.targets("")
 }
 
 func validateMeta(field string, m Meta) error {
