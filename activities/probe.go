@@ -63,12 +63,9 @@ func ParseProbe(out string, n int) (proc.HostInfo, []proc.Sample, error) {
 	}
 	var t1, t2 uint64
 	pageSize := uint64(4096)
-	err := scanProbe(out, "", 2, samples, func(line string, f []string, i int, s *proc.Sample) error {
+	err := linuxProbe.scan(out, samples, func(f []string, i int, s *proc.Sample) error {
 		switch f[0] {
 		case "H":
-			if len(f) < 8 {
-				return fmt.Errorf("probe: short host line %q", line)
-			}
 			host.CPUs = atoi(f[1])
 			host.ClockTicks = atoi(f[2])
 			host.MemTotal = atou(f[3])
@@ -136,24 +133,40 @@ func ParseProbe(out string, n int) (proc.HostInfo, []proc.Sample, error) {
 	return host, samples, nil
 }
 
-// scanProbe reads a probe's output, Linux's or Windows', a line at a
-// time: each, cutset trimmed from its end, is split at tabs and handed to
-// line with the line as read. A per-pid-file line (P, X, C, Q) comes with
-// its sample (see sampleFor), a P line with the pid file's fields read
-// into it; one naming no sample, or a P line too short for them, is
-// passed over. It fails as line does, or when the output could not be
-// read to its end or had no host line (H).
-func scanProbe(out, cutset string, minFields int, samples []proc.Sample, line func(text string, f []string, i int, s *proc.Sample) error) error {
+// probeFormat is how a platform's probe output differs from another's:
+// the line end it trims (cutset), and the fewest fields its host line and
+// its per-pid-file lines have.
+type probeFormat struct {
+	cutset                   string
+	hostFields, sampleFields int
+}
+
+var (
+	linuxProbe   = probeFormat{cutset: "", hostFields: 8, sampleFields: 2}
+	windowsProbe = probeFormat{cutset: "\r", hostFields: 7, sampleFields: 3}
+)
+
+// scan reads a probe's output a line at a time: each, its line end
+// trimmed, is split at tabs and handed to line. A per-pid-file line (P, X,
+// C, Q) comes with its sample (see sampleFor), a P line with the pid
+// file's fields read into it; one naming no sample, or a P line too short
+// for them, is passed over. It fails as line does, or on a short host line
+// (H), or when the output could not be read to its end or had no host line.
+func (pf probeFormat) scan(out string, samples []proc.Sample, line func(f []string, i int, s *proc.Sample) error) error {
 	sawHost := false
 	sc := bufio.NewScanner(strings.NewReader(out))
 	sc.Buffer(make([]byte, 64*1024), 1<<20)
 	for sc.Scan() {
-		f := strings.Split(strings.TrimRight(sc.Text(), cutset), "\t")
+		f := strings.Split(strings.TrimRight(sc.Text(), pf.cutset), "\t")
 		var i int
 		var s *proc.Sample
 		switch f[0] {
+		case "H":
+			if len(f) < pf.hostFields {
+				return fmt.Errorf("probe: short host line %q", sc.Text())
+			}
 		case "P", "X", "C", "Q":
-			if i, s = sampleFor(f, minFields, samples); s == nil {
+			if i, s = sampleFor(f, pf.sampleFields, samples); s == nil {
 				continue
 			}
 			if f[0] == "P" {
@@ -164,7 +177,7 @@ func scanProbe(out, cutset string, minFields int, samples []proc.Sample, line fu
 				s.Pid = atoi(f[3])
 			}
 		}
-		if err := line(sc.Text(), f, i, s); err != nil {
+		if err := line(f, i, s); err != nil {
 			return err
 		}
 		sawHost = sawHost || f[0] == "H"

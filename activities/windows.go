@@ -197,12 +197,9 @@ func parseWindowsProbe(out string, n int) (proc.HostInfo, []proc.Sample, error) 
 	second := make([]bool, n)
 	q2 := make([]uint64, n)
 	var boot, now, w1, w2 int64
-	err := scanProbe(out, "\r", 3, samples, func(line string, f []string, i int, s *proc.Sample) error {
+	err := windowsProbe.scan(out, samples, func(f []string, i int, s *proc.Sample) error {
 		switch f[0] {
 		case "H":
-			if len(f) < 7 {
-				return fmt.Errorf("probe: short host line %q", line)
-			}
 			host.CPUs = atoi(f[1])
 			host.MemTotal = atou(f[2])
 			boot, now = atoi64(f[3]), atoi64(f[4])
