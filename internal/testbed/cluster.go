@@ -303,7 +303,7 @@ func (c *Cluster) startPostgres() error {
 		"--auth-local=trust", "--auth-host=scram-sha-256").CombinedOutput(); err != nil {
 		return fmt.Errorf("initdb: %v\n%s", err, out)
 	}
-	if c.PGPort, err = freePort(); err != nil {
+	if c.PGPort, err = FreePort(); err != nil {
 		return err
 	}
 	f, err := os.OpenFile(filepath.Join(data, "postgresql.conf"), os.O_APPEND|os.O_WRONLY, 0)

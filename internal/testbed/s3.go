@@ -47,7 +47,7 @@ func NewS3(tb testing.TB, buckets ...string) *S3 {
 			tb.Fatal(err)
 		}
 	}
-	port, err := freePort()
+	port, err := FreePort()
 	if err != nil {
 		tb.Fatal(err)
 	}

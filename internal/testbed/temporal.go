@@ -62,7 +62,7 @@ func StartTemporal(opts TemporalOptions) (*Temporal, error) {
 		opts.DBFile = filepath.Join(dir, "temporal.db")
 	}
 	if opts.Address == "" {
-		port, err := freePort()
+		port, err := FreePort()
 		if err != nil {
 			return nil, err
 		}
@@ -225,7 +225,8 @@ func ModuleRoot() string {
 	}
 }
 
-func freePort() (int, error) {
+// FreePort is a TCP port on 127.0.0.1 nothing listens on now.
+func FreePort() (int, error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return 0, err
