@@ -172,18 +172,7 @@ func (t *Temporal) Stop() error {
 	if t.cmd == nil || t.cmd.Process == nil {
 		return nil
 	}
-	select {
-	case <-t.done:
-		return nil
-	default:
-	}
-	_ = syscall.Kill(-t.cmd.Process.Pid, syscall.SIGINT)
-	select {
-	case <-t.done:
-	case <-time.After(10 * time.Second):
-		_ = syscall.Kill(-t.cmd.Process.Pid, syscall.SIGKILL)
-		<-t.done
-	}
+	stopGroup(t.cmd, t.done, syscall.SIGINT, 10*time.Second)
 	return nil
 }
 
