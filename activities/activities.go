@@ -290,20 +290,32 @@ func (r *opRun) start() HostOpOutput {
 }
 
 func (r *opRun) stop() HostOpOutput {
+	p, out := r.toEnd("stop")
+	if out != nil {
+		return *out
+	}
+	return r.stopAndCheck(p)
+}
+
+// toEnd probes the process an op that ends it (stop, kill) is to end. out
+// is the op's answer when there is nothing to end: a failed probe's, or
+// none running.
+func (r *opRun) toEnd(verb string) (probeResult, *HostOpOutput) {
 	p, f := r.probe(0, false)
 	if f != nil {
-		return failed(*f)
+		out := failed(*f)
+		return p, &out
 	}
 	if !p.alive {
 		if r.retried() || r.ranBefore() {
-			// An earlier attempt, lost with its worker, may have stopped
+			// An earlier attempt, lost with its worker, may have ended
 			// it: the caller asked for it gone, and it is.
-			return HostOpOutput{Result: ok()}
+			return p, &HostOpOutput{Result: ok()}
 		}
-		return HostOpOutput{Result: proc.HostResult{Code: proc.CodeNotRunning,
-			Message: fmt.Sprintf("no need to stop the process(%s) that is not running", r.spec.ProcName)}}
+		return p, &HostOpOutput{Result: proc.HostResult{Code: proc.CodeNotRunning,
+			Message: fmt.Sprintf("no need to %s the process(%s) that is not running", verb, r.spec.ProcName)}}
 	}
-	return r.stopAndCheck(p)
+	return p, nil
 }
 
 // stopAndCheck stops a live process with stop_cmd, or TERM then KILL to its
@@ -383,16 +395,9 @@ func (r *opRun) reload() HostOpOutput {
 }
 
 func (r *opRun) kill() HostOpOutput {
-	p, f := r.probe(0, false)
-	if f != nil {
-		return failed(*f)
-	}
-	if !p.alive {
-		if r.retried() || r.ranBefore() {
-			return HostOpOutput{Result: ok()} // as for stop
-		}
-		return HostOpOutput{Result: proc.HostResult{Code: proc.CodeNotRunning,
-			Message: fmt.Sprintf("no need to kill the process(%s) that is not running", r.spec.ProcName)}}
+	p, out := r.toEnd("kill")
+	if out != nil {
+		return *out
 	}
 	if cmd := commandFor(r.plat, "kill", r.spec); cmd != "" {
 		return r.endByCommand("kill", cmd, p)

@@ -117,13 +117,7 @@ func (r *opRun) postStartCheck(first *checked) (probeResult, *proc.HostResult) {
 		}
 	}
 	for waited := r.spec.StartCheck; ; waited += time.Second {
-		var p probeResult
-		var f *proc.HostResult
-		if first != nil {
-			p, f, first = first.p, first.f, nil
-		} else {
-			p, f = r.probe(0, false)
-		}
+		p, f := r.nextCheck(&first)
 		if f != nil || !p.alive || waited >= r.spec.StartCheckEnd {
 			return p, f
 		}
@@ -132,6 +126,16 @@ func (r *opRun) postStartCheck(first *checked) (probeResult, *proc.HostResult) {
 			return probeResult{}, &f
 		}
 	}
+}
+
+// nextCheck is a post-check's next look at the process: *first, the check
+// the command's exec made, if any, once; then a probe each time.
+func (r *opRun) nextCheck(first **checked) (probeResult, *proc.HostResult) {
+	if c := *first; c != nil {
+		*first = nil
+		return c.p, c.f
+	}
+	return r.probe(0, false)
 }
 
 // endByCommand runs stop_cmd or kill_cmd and judges the op by its outcome:
@@ -164,13 +168,7 @@ func (r *opRun) endByCommand(verb, cmd string, before probeResult) HostOpOutput 
 func (r *opRun) waitGone(verb string, before probeResult, wait time.Duration, first *checked) HostOpOutput {
 	deadline := wait
 	for waited := time.Duration(0); ; waited += time.Second {
-		var p probeResult
-		var f *proc.HostResult
-		if first != nil {
-			p, f, first = first.p, first.f, nil
-		} else {
-			p, f = r.probe(0, false)
-		}
+		p, f := r.nextCheck(&first)
 		if f != nil {
 			return failed(*f)
 		}

@@ -16,9 +16,16 @@ func keepAlive(ctx context.Context) (stop func()) {
 	if !activity.IsActivity(ctx) {
 		return func() {}
 	}
+	return Every(ctx, heartbeatEvery, func() { activity.RecordHeartbeat(ctx) })
+}
+
+// Every calls f every period, on a goroutine of its own, until the
+// returned stop or the end of ctx: the loop of an activity's heartbeats
+// and of what else it reports as it goes.
+func Every(ctx context.Context, period time.Duration, f func()) (stop func()) {
 	done := make(chan struct{})
 	go func() {
-		t := time.NewTicker(heartbeatEvery)
+		t := time.NewTicker(period)
 		defer t.Stop()
 		for {
 			select {
@@ -27,7 +34,7 @@ func keepAlive(ctx context.Context) (stop func()) {
 			case <-ctx.Done():
 				return
 			case <-t.C:
-				activity.RecordHeartbeat(ctx)
+				f()
 			}
 		}
 	}()

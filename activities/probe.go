@@ -63,16 +63,9 @@ func ParseProbe(out string, n int) (proc.HostInfo, []proc.Sample, error) {
 	}
 	var t1, t2 uint64
 	pageSize := uint64(4096)
-	sawHost := false
-	sc := bufio.NewScanner(strings.NewReader(out))
-	sc.Buffer(make([]byte, 64*1024), 1<<20)
-	for sc.Scan() {
-		f := strings.Split(sc.Text(), "\t")
+	err := linuxProbe.scan(out, samples, func(f []string, i int, s *proc.Sample) error {
 		switch f[0] {
 		case "H":
-			if len(f) < 8 {
-				return host, nil, fmt.Errorf("probe: short host line %q", sc.Text())
-			}
 			host.CPUs = atoi(f[1])
 			host.ClockTicks = atoi(f[2])
 			host.MemTotal = atou(f[3])
@@ -88,44 +81,31 @@ func ParseProbe(out string, n int) (proc.HostInfo, []proc.Sample, error) {
 			if len(f) > 9 {
 				host.BootID = f[9]
 			}
-			sawHost = true
-		case "P", "X", "C", "Q":
-			i, s := sampleFor(f, 2, samples)
-			if s == nil {
-				continue
+		case "P":
+			parseStat(s, f[4])
+		case "X":
+			if len(f) >= 3 {
+				s.Exe = f[2]
 			}
-			switch f[0] {
-			case "P":
-				if len(f) < 5 {
-					continue
+		case "C":
+			if len(f) >= 3 {
+				argv := f[2:]
+				for len(argv) > 0 && argv[len(argv)-1] == "" {
+					argv = argv[:len(argv)-1]
 				}
-				s.PidFileFound = f[2] == "1"
-				s.Pid = atoi(f[3])
-				parseStat(s, f[4])
-			case "X":
-				if len(f) >= 3 {
-					s.Exe = f[2]
+				if len(argv) > 0 {
+					s.Argv0 = argv[0]
 				}
-			case "C":
-				if len(f) >= 3 {
-					argv := f[2:]
-					for len(argv) > 0 && argv[len(argv)-1] == "" {
-						argv = argv[:len(argv)-1]
-					}
-					if len(argv) > 0 {
-						s.Argv0 = argv[0]
-					}
-					if len(argv) > 1 {
-						s.Argv1 = argv[1]
-					}
-					s.Cmdline = strings.Join(argv, " ")
+				if len(argv) > 1 {
+					s.Argv1 = argv[1]
 				}
-			case "Q":
-				if len(f) >= 4 {
-					second[i] = true
-					q2[i] = atou(f[2]) + atou(f[3])
-					q1[i] = s.UTime + s.STime
-				}
+				s.Cmdline = strings.Join(argv, " ")
+			}
+		case "Q":
+			if len(f) >= 4 {
+				second[i] = true
+				q2[i] = atou(f[2]) + atou(f[3])
+				q1[i] = s.UTime + s.STime
 			}
 		case "T":
 			if len(f) >= 3 {
@@ -133,12 +113,10 @@ func ParseProbe(out string, n int) (proc.HostInfo, []proc.Sample, error) {
 				host.Ticks = t1
 			}
 		}
-	}
-	if err := sc.Err(); err != nil {
-		return host, nil, fmt.Errorf("probe: %w", err)
-	}
-	if !sawHost {
-		return host, nil, fmt.Errorf("probe: no host line in output")
+		return nil
+	})
+	if err != nil {
+		return host, nil, err
 	}
 	host.PageSize = pageSize
 	for i := range samples {
@@ -153,6 +131,64 @@ func ParseProbe(out string, n int) (proc.HostInfo, []proc.Sample, error) {
 		}
 	}
 	return host, samples, nil
+}
+
+// probeFormat is how a platform's probe output differs from another's:
+// the line end it trims (cutset), and the fewest fields its host line and
+// its per-pid-file lines have.
+type probeFormat struct {
+	cutset                   string
+	hostFields, sampleFields int
+}
+
+var (
+	linuxProbe   = probeFormat{cutset: "", hostFields: 8, sampleFields: 2}
+	windowsProbe = probeFormat{cutset: "\r", hostFields: 7, sampleFields: 3}
+)
+
+// scan reads a probe's output a line at a time: each, its line end
+// trimmed, is split at tabs and handed to line. A per-pid-file line (P, X,
+// C, Q) comes with its sample (see sampleFor), a P line with the pid
+// file's fields read into it; one naming no sample, or a P line too short
+// for them, is passed over. It fails as line does, or on a short host line
+// (H), or when the output could not be read to its end or had no host line.
+func (pf probeFormat) scan(out string, samples []proc.Sample, line func(f []string, i int, s *proc.Sample) error) error {
+	sawHost := false
+	sc := bufio.NewScanner(strings.NewReader(out))
+	sc.Buffer(make([]byte, 64*1024), 1<<20)
+	for sc.Scan() {
+		f := strings.Split(strings.TrimRight(sc.Text(), pf.cutset), "\t")
+		var i int
+		var s *proc.Sample
+		switch f[0] {
+		case "H":
+			if len(f) < pf.hostFields {
+				return fmt.Errorf("probe: short host line %q", sc.Text())
+			}
+		case "P", "X", "C", "Q":
+			if i, s = sampleFor(f, pf.sampleFields, samples); s == nil {
+				continue
+			}
+			if f[0] == "P" {
+				if len(f) < 5 {
+					continue
+				}
+				s.PidFileFound = f[2] == "1"
+				s.Pid = atoi(f[3])
+			}
+		}
+		if err := line(f, i, s); err != nil {
+			return err
+		}
+		sawHost = sawHost || f[0] == "H"
+	}
+	if err := sc.Err(); err != nil {
+		return fmt.Errorf("probe: %w", err)
+	}
+	if !sawHost {
+		return fmt.Errorf("probe: no host line in output")
+	}
+	return nil
 }
 
 // sampleFor is the sample a per-pid-file line (P, X, C, Q) is about: its

@@ -1,7 +1,6 @@
 package activities
 
 import (
-	"bufio"
 	"encoding/json"
 	"fmt"
 	"strconv"
@@ -198,21 +197,14 @@ func parseWindowsProbe(out string, n int) (proc.HostInfo, []proc.Sample, error) 
 	second := make([]bool, n)
 	q2 := make([]uint64, n)
 	var boot, now, w1, w2 int64
-	sawHost := false
-	sc := bufio.NewScanner(strings.NewReader(out))
-	sc.Buffer(make([]byte, 64*1024), 1<<20)
-	for sc.Scan() {
-		f := strings.Split(strings.TrimRight(sc.Text(), "\r"), "\t")
+	err := windowsProbe.scan(out, samples, func(f []string, i int, s *proc.Sample) error {
 		switch f[0] {
 		case "H":
-			if len(f) < 7 {
-				return host, nil, fmt.Errorf("probe: short host line %q", sc.Text())
-			}
 			host.CPUs = atoi(f[1])
 			host.MemTotal = atou(f[2])
 			boot, now = atoi64(f[3]), atoi64(f[4])
 			if boot <= 0 || now < boot {
-				return host, nil, fmt.Errorf("probe: host line has boot %q and now %q ticks", f[3], f[4])
+				return fmt.Errorf("probe: host line has boot %q and now %q ticks", f[3], f[4])
 			}
 			// Start ticks count from the boot's whole second, as the signal
 			// script's do, so BootTime + StartTicks is the exact start.
@@ -224,51 +216,36 @@ func parseWindowsProbe(out string, n int) (proc.HostInfo, []proc.Sample, error) 
 			host.User = f[6]
 			// The host's CPU time: every logical processor since boot.
 			host.Ticks = uint64(now-boot) * uint64(max(host.CPUs, 1))
-			sawHost = true
-		case "P", "X", "C", "Q":
-			i, s := sampleFor(f, 3, samples)
-			if s == nil {
-				continue
+		case "P":
+			if f[4] != "1" || len(f) < 11 {
+				return nil
 			}
-			switch f[0] {
-			case "P":
-				if len(f) < 5 {
-					continue
-				}
-				s.PidFileFound = f[2] == "1"
-				s.Pid = atoi(f[3])
-				if f[4] != "1" || len(f) < 11 {
-					continue
-				}
-				created := atoi64(f[5])
-				if created <= boot {
-					continue // not a process of this boot: never alive
-				}
-				s.Exists = true
-				s.StartTicks = uint64(created - boot)
-				s.UTime, s.STime = atou(f[6]), atou(f[7])
-				s.RSSBytes = atou(f[8])
-				s.Threads = atoi(f[9])
-				s.Argv0 = f[10] // the process name, as Get-Process gives it
-			case "X":
-				s.Exe = f[2]
-			case "C":
-				s.Cmdline = f[2]
-			case "Q":
-				second[i] = true
-				q2[i] = atou(f[2])
+			created := atoi64(f[5])
+			if created <= boot {
+				return nil // not a process of this boot: never alive
 			}
+			s.Exists = true
+			s.StartTicks = uint64(created - boot)
+			s.UTime, s.STime = atou(f[6]), atou(f[7])
+			s.RSSBytes = atou(f[8])
+			s.Threads = atoi(f[9])
+			s.Argv0 = f[10] // the process name, as Get-Process gives it
+		case "X":
+			s.Exe = f[2]
+		case "C":
+			s.Cmdline = f[2]
+		case "Q":
+			second[i] = true
+			q2[i] = atou(f[2])
 		case "T":
 			if len(f) >= 3 {
 				w1, w2 = atoi64(f[1]), atoi64(f[2])
 			}
 		}
-	}
-	if err := sc.Err(); err != nil {
-		return host, nil, fmt.Errorf("probe: %w", err)
-	}
-	if !sawHost {
-		return host, nil, fmt.Errorf("probe: no host line in output")
+		return nil
+	})
+	if err != nil {
+		return host, nil, err
 	}
 	// cpu%: processor time used over the window, over the window's time on
 	// every logical processor.

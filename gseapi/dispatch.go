@@ -51,14 +51,29 @@ func DecodeTask(api string, body []byte) (*Task, error) {
 	return t, nil
 }
 
+// taskRequest is a decoded request whose task runs one op over its items.
+type taskRequest interface {
+	Items() (proc.OpType, []proc.Item)
+	caller() Caller
+}
+
+// caller is a request's caller: every request embeds its Caller.
+func (c Caller) caller() Caller { return c }
+
+// take gives t what a decoded request carries: its caller, op and items,
+// and uses, the namespaces it names.
+func (t *Task) take(r taskRequest, uses []namespaceUse) {
+	t.Caller = r.caller()
+	t.Op, t.Items = r.Items()
+	t.uses = uses
+}
+
 func decodeOperateProcess(t *Task, body []byte) error {
 	r, err := DecodeOperateProcess(body)
 	if err != nil {
 		return err
 	}
-	t.Caller = r.Caller
-	t.Op, t.Items = r.Items()
-	t.uses = metaNamespace(r.Meta.Namespace)
+	t.take(r, metaNamespace(r.Meta.Namespace))
 	return nil
 }
 
@@ -83,9 +98,7 @@ func decodeOperateProcForms(t *Task, body []byte) error {
 	if err != nil {
 		return err
 	}
-	t.Caller = r.Caller
-	t.Op, t.Items = r.Items()
-	t.uses = []namespaceUse{{Field: "bk_biz_id", Namespace: r.Namespace()}}
+	t.take(r, []namespaceUse{{Field: "bk_biz_id", Namespace: r.Namespace()}})
 	return nil
 }
 
@@ -94,11 +107,11 @@ func decodeOperateProcMulti(t *Task, body []byte) error {
 	if err != nil {
 		return err
 	}
-	t.Caller = r.Caller
-	t.Op, t.Items = r.Items()
+	var uses []namespaceUse
 	for i, e := range r.Entries {
-		t.uses = append(t.uses, namespaceUse{Field: prefixPath(indexed(r.root, i), "meta.namespace"), Namespace: e.Meta.Namespace})
+		uses = append(uses, namespaceUse{Field: prefixPath(indexed(r.root, i), "meta.namespace"), Namespace: e.Meta.Namespace})
 	}
+	t.take(r, uses)
 	return nil
 }
 
@@ -120,9 +133,7 @@ func decodeProcInfo(op proc.OpType) func(*Task, []byte) error {
 		if err != nil {
 			return err
 		}
-		t.Caller = r.Caller
-		t.Op, t.Items = r.Items()
-		t.uses = metaNamespace(r.Meta.Namespace)
+		t.take(r, metaNamespace(r.Meta.Namespace))
 		return nil
 	}
 }

@@ -87,17 +87,29 @@ func pidFile(pidPath, procName string) string {
 // validateProcName checks a program's file name: liveness compares it with
 // the base name of the running executable, so it cannot be a path.
 func validateProcName(field, v string) error {
+	if err := validateNamed(field, v, 255); err != nil {
+		return err
+	}
 	switch {
-	case v == "":
-		return fieldErr(field, "is required and must not be empty")
-	case len(v) > 255:
-		return fieldErr(field, "is %d bytes; at most 255", len(v))
-	case v == "." || v == "..":
-		return fieldErr(field, "must not be %q", v)
 	case strings.ContainsAny(v, `/\`):
 		return fieldErr(field, "must be a file name without '/' or '\\' (%q)", v)
 	case hasControl(v):
 		return fieldErr(field, "must not contain NUL or control characters")
+	}
+	return nil
+}
+
+// validateNamed checks what every name a request gives (a namespace, a
+// process name, a program's file name) must be: present, at most max
+// bytes, and neither "." nor "..".
+func validateNamed(field, v string, max int) error {
+	switch {
+	case v == "":
+		return fieldErr(field, "is required and must not be empty")
+	case len(v) > max:
+		return fieldErr(field, "is %d bytes; at most %d", len(v), max)
+	case v == "." || v == "..":
+		return fieldErr(field, "must not be %q", v)
 	}
 	return nil
 }

@@ -51,10 +51,7 @@ func decodeFiles(op proc.OpType, more func(*Task, FilesRequest) error) func(*Tas
 		if err := decode(body, &r); err != nil {
 			return err
 		}
-		if err := validateMeta("meta", r.Meta); err != nil {
-			return err
-		}
-		targets, err := r.HostList.targets("")
+		targets, err := metaTargets(r.Meta, r.HostList)
 		if err != nil {
 			return err
 		}

@@ -69,11 +69,8 @@ func CallAs(ctx context.Context, e Engine, api string, body []byte, wait bool, g
 	if err != nil {
 		return Failure(0, err), OutcomeBadRequest
 	}
-	if err := g.check(t.uses); err != nil {
+	if err := g.admit(t); err != nil {
 		return forbidden(err)
-	}
-	if g != nil {
-		t.Caller = g.Caller
 	}
 	if err := StoreFiles(ctx, t, storeOf(e)); err != nil {
 		return Failure(0, err), OutcomeBadRequest

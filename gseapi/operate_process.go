@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"strings"
-	"unicode"
 	"unicode/utf8"
 
 	"github.com/drover-sh/drover/proc"
@@ -78,10 +77,7 @@ func decode(body []byte, v any) error {
 
 // Validate checks every field against its documented rule.
 func (r *OperateProcessRequest) Validate() error {
-	if err := validateMeta("meta", r.Meta); err != nil {
-		return err
-	}
-	targets, err := r.HostList.targets("")
+	targets, err := metaTargets(r.Meta, r.HostList)
 	if err != nil {
 		return err
 	}
@@ -90,6 +86,15 @@ func (r *OperateProcessRequest) Validate() error {
 	}
 	r.targets = targets
 	return nil
+}
+
+// metaTargets checks the meta and reads the hosts of a request that names
+// one process (meta) on some hosts (hosts or agent_id_list).
+func metaTargets(m Meta, l HostList) ([]proc.Target, error) {
+	if err := validateMeta("meta", m); err != nil {
+		return nil, err
+	}
+	return l.targets("")
 }
 
 func validateMeta(field string, m Meta) error {
@@ -116,20 +121,14 @@ func validateMeta(field string, m Meta) error {
 // (namespace/name). Anything else, quotes and spaces included, is allowed
 // and handled literally.
 func validateName(field, v string) error {
+	if err := validateNamed(field, v, 128); err != nil {
+		return err
+	}
 	switch {
-	case v == "":
-		return fieldErr(field, "is required and must not be empty")
-	case len(v) > 128:
-		return fieldErr(field, "is %d bytes; at most 128", len(v))
-	case v == "." || v == "..":
-		return fieldErr(field, "must not be %q", v)
 	case strings.ContainsAny(v, ":/"):
 		return fieldErr(field, "must not contain ':' or '/' (%q)", v)
-	}
-	for _, c := range v {
-		if unicode.IsControl(c) {
-			return fieldErr(field, "must not contain control characters")
-		}
+	case hasControl(v):
+		return fieldErr(field, "must not contain control characters")
 	}
 	return nil
 }
@@ -145,13 +144,10 @@ const MaxProcessNameBytes = 1024
 // callers split the key bk_cloud_id:bk_supplier_id:ip:namespace:name on
 // it, and would read another process's key.
 func validateProcessName(field, v string) error {
+	if err := validateNamed(field, v, MaxProcessNameBytes); err != nil {
+		return err
+	}
 	switch {
-	case v == "":
-		return fieldErr(field, "is required and must not be empty")
-	case len(v) > MaxProcessNameBytes:
-		return fieldErr(field, "is %d bytes; at most %d", len(v), MaxProcessNameBytes)
-	case v == "." || v == "..":
-		return fieldErr(field, "must not be %q", v)
 	case strings.Contains(v, ":"):
 		return fieldErr(field, "must not contain ':' (%q): it is the process name in result keys (bk_cloud_id:bk_supplier_id:ip:namespace:name), which callers split on ':'", v)
 	case hasControl(v):

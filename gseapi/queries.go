@@ -79,10 +79,7 @@ func DecodeStatusQuery(body []byte) (*StatusQuery, error) {
 	if err := decode(body, &r); err != nil {
 		return nil, err
 	}
-	if err := validateMeta("meta", r.Meta); err != nil {
-		return nil, err
-	}
-	targets, err := r.HostList.targets("")
+	targets, err := metaTargets(r.Meta, r.HostList)
 	if err != nil {
 		return nil, err
 	}

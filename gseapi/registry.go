@@ -138,10 +138,7 @@ func DecodeProcInfo(body []byte, op proc.OpType) (*ProcInfoRequest, error) {
 			return nil, err
 		}
 	}
-	if err := validateMeta("meta", r.Meta); err != nil {
-		return nil, err
-	}
-	targets, err := r.HostList.targets("")
+	targets, err := metaTargets(r.Meta, r.HostList)
 	if err != nil {
 		return nil, err
 	}

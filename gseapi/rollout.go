@@ -151,11 +151,8 @@ func RolloutCall(ctx context.Context, re RolloutEngine, action string, body []by
 		if err != nil {
 			return Failure(0, err), OutcomeBadRequest
 		}
-		if err := g.check(t.uses); err != nil {
+		if err := g.admit(t); err != nil {
 			return forbidden(err)
-		}
-		if g != nil {
-			t.Caller = g.Caller
 		}
 		resolveAgents(re, t.Items)
 		id, err := re.StartRollout(ctx, t, roll)

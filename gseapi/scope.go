@@ -53,6 +53,19 @@ func (g *Grant) checkResults(field string, results []proc.KeyedResult) error {
 	return g.check(uses)
 }
 
+// admit checks the namespaces t names against g, as check does, and gives
+// t the caller g holds, if any: the one the edge authenticated replaces the
+// body's.
+func (g *Grant) admit(t *Task) error {
+	if err := g.check(t.uses); err != nil {
+		return err
+	}
+	if g != nil {
+		t.Caller = g.Caller
+	}
+	return nil
+}
+
 // forbidden answers a call refused by its grant.
 func forbidden(err error) (Response, Outcome) {
 	return Failure(CodeForbidden, err), OutcomeForbidden

@@ -4,10 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync/atomic"
-
-	"go.temporal.io/sdk/activity"
-	"golang.org/x/sync/errgroup"
 
 	"github.com/drover-sh/drover/activities"
 	"github.com/drover-sh/drover/internal/hostloss"
@@ -21,35 +17,10 @@ import (
 // workflow publishes, read with one listing per batch.
 func (d *Dispatcher) Check(ctx context.Context, in workflows.StatusInput) ([]workflows.HostReply, error) {
 	defer activities.KeepAlive(ctx)()
-	var hosts []proc.HostID
-	seen := map[proc.HostID]bool{}
-	for _, it := range in.Items {
-		if h := it.Target.HostID(); !seen[h] {
-			seen[h] = true
-			hosts = append(hosts, h)
-		}
-	}
-	registries := newRegistryCache(ctx, d.Client, d.DataConverter, hosts)
-	out := make([]workflows.HostReply, len(in.Items))
-	var g errgroup.Group
-	g.SetLimit(statusParallel)
-	var done atomic.Int64
-	for i, it := range in.Items {
-		g.Go(func() error {
-			out[i] = workflows.HostReply{Index: in.Offset + i, Result: d.checkOne(ctx, registries, it.Target)}
-			if n := done.Add(1); n%50 == 0 {
-				activity.RecordHeartbeat(ctx, n)
-			}
-			return nil
-		})
-	}
-	_ = g.Wait()
-	// As for status: a batch whose own context ended answers nothing, and
-	// is tried again.
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	return out, nil
+	registries := newRegistryCache(ctx, d.Client, d.DataConverter, batchHosts(in.Items))
+	return answerEach(ctx, in, func(it proc.Item) proc.HostResult {
+		return d.checkOne(ctx, registries, it.Target)
+	})
 }
 
 // checkOne checks one host for its login and the accounts of its

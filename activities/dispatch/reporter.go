@@ -3,11 +3,11 @@ package dispatch
 import (
 	"context"
 	"sync"
-	"time"
 
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/workflow"
 
+	"github.com/drover-sh/drover/activities"
 	"github.com/drover-sh/drover/policies"
 	"github.com/drover-sh/drover/workflows"
 )
@@ -34,26 +34,13 @@ func (r *reporter) add(a workflows.HostReply) {
 // returned stop. A signal that fails is not tried again: the batch's
 // result carries every answer anyway.
 func (r *reporter) run(ctx context.Context) (stop func()) {
-	done := make(chan struct{})
-	go func() {
-		t := time.NewTicker(policies.DeliverReportEvery)
-		defer t.Stop()
-		for {
-			select {
-			case <-done:
-				return
-			case <-ctx.Done():
-				return
-			case <-t.C:
-			}
-			r.mu.Lock()
-			batch := r.new
-			r.new = nil
-			r.mu.Unlock()
-			if len(batch) > 0 {
-				_ = r.c.SignalWorkflow(ctx, r.task.ID, r.task.RunID, workflows.AnswersSignal, batch)
-			}
+	return activities.Every(ctx, policies.DeliverReportEvery, func() {
+		r.mu.Lock()
+		batch := r.new
+		r.new = nil
+		r.mu.Unlock()
+		if len(batch) > 0 {
+			_ = r.c.SignalWorkflow(ctx, r.task.ID, r.task.RunID, workflows.AnswersSignal, batch)
 		}
-	}()
-	return func() { close(done) }
+	})
 }

@@ -25,30 +25,46 @@ func (d *Dispatcher) Status(ctx context.Context, in workflows.StatusInput) ([]wo
 	// read by query, can outlast the heartbeat timeout before any probe
 	// (which heartbeats) has begun.
 	defer activities.KeepAlive(ctx)()
-	hosts := make([]proc.HostID, 0, len(in.Items))
-	seen := map[proc.HostID]bool{}
-	for _, it := range in.Items {
-		if h := it.Target.HostID(); !seen[h] {
-			seen[h] = true
-			hosts = append(hosts, h)
-			// A cold worker has no connection yet: the handshake
-			// overlaps the listing instead of following it. A failed
-			// dial is not cached, so the probe's own Run reports it.
-			if host, ok := d.Inventory.Lookup(h); ok {
-				if c, ok := d.Acts.Runner.(connector); ok {
-					go func() { _ = c.Connect(ctx, host) }()
-				}
+	hosts := batchHosts(in.Items)
+	for _, h := range hosts {
+		// A cold worker has no connection yet: the handshake overlaps
+		// the listing instead of following it. A failed dial is not
+		// cached, so the probe's own Run reports it.
+		if host, ok := d.Inventory.Lookup(h); ok {
+			if c, ok := d.Acts.Runner.(connector); ok {
+				go func() { _ = c.Connect(ctx, host) }()
 			}
 		}
 	}
 	registries := newRegistryCache(ctx, d.Client, d.DataConverter, hosts)
+	return answerEach(ctx, in, func(it proc.Item) proc.HostResult {
+		return d.statusOne(ctx, registries, in.TaskID, it)
+	})
+}
+
+// batchHosts is the hosts of items, each once, in the order they come.
+func batchHosts(items []proc.Item) []proc.HostID {
+	hosts := make([]proc.HostID, 0, len(items))
+	seen := map[proc.HostID]bool{}
+	for _, it := range items {
+		if h := it.Target.HostID(); !seen[h] {
+			seen[h] = true
+			hosts = append(hosts, h)
+		}
+	}
+	return hosts
+}
+
+// answerEach answers every item of a batch read directly (Status, Check)
+// with answer, statusParallel at a time, heartbeating every 50 answers.
+func answerEach(ctx context.Context, in workflows.StatusInput, answer func(proc.Item) proc.HostResult) ([]workflows.HostReply, error) {
 	out := make([]workflows.HostReply, len(in.Items))
 	var g errgroup.Group
 	g.SetLimit(statusParallel)
 	var done atomic.Int64
 	for i, it := range in.Items {
 		g.Go(func() error {
-			out[i] = workflows.HostReply{Index: in.Offset + i, Result: d.statusOne(ctx, registries, in.TaskID, it)}
+			out[i] = workflows.HostReply{Index: in.Offset + i, Result: answer(it)}
 			if n := done.Add(1); n%50 == 0 {
 				activity.RecordHeartbeat(ctx, n)
 			}

@@ -11,7 +11,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/drover-sh/drover/internal/codec"
-	"github.com/drover-sh/drover/internal/config"
 )
 
 func newCodecServerCommand() *cobra.Command {
@@ -26,9 +25,9 @@ func newCodecServerCommand() *cobra.Command {
 			"who can reach it can decrypt: listen on loopback or behind the operators' proxy.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg, err := config.Load(cmd.Flags())
+			cfg, err := loadConfig(cmd)
 			if err != nil {
-				return &ExitError{Code: ExitBadRequest, Err: err}
+				return err
 			}
 			cd, err := cfg.Codec()
 			if err != nil {

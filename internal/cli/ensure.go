@@ -10,7 +10,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/drover-sh/drover/gseapi"
-	"github.com/drover-sh/drover/internal/config"
 	"github.com/drover-sh/drover/internal/engine"
 	"github.com/drover-sh/drover/inventory"
 	"github.com/drover-sh/drover/policies"
@@ -58,17 +57,9 @@ func runEnsure(cmd *cobra.Command, f ensureFlags) error {
 	if err := policies.ValidEnsure(f.state, f.managed); err != nil {
 		return &ExitError{Code: ExitBadRequest, Err: err}
 	}
-	cfg, err := config.Load(cmd.Flags())
+	cfg, inv, hosts, err := selectHosts(cmd, f.hosts)
 	if err != nil {
-		return &ExitError{Code: ExitBadRequest, Err: err}
-	}
-	inv, err := inventory.Load(cfg.Inventory)
-	if err != nil {
-		return &ExitError{Code: ExitBadRequest, Err: err}
-	}
-	hosts, err := inv.Select(f.hosts)
-	if err != nil {
-		return &ExitError{Code: ExitBadRequest, Err: err}
+		return err
 	}
 	// Every request is checked before anything runs: a bad name fails
 	// here, not after some hosts changed.
@@ -76,14 +67,11 @@ func runEnsure(cmd *cobra.Command, f ensureFlags) error {
 	if err != nil {
 		return &ExitError{Code: ExitBadRequest, Err: err}
 	}
-	ctx, cancel := withTimeout(cmd, f.timeout)
-	defer cancel()
-	c, err := dial(cfg)
+	ctx, eng, done, err := dialWithin(cmd, cfg, inv, f.timeout)
 	if err != nil {
 		return err
 	}
-	defer c.Close()
-	eng := taskEngine(c, cfg, inv)
+	defer done()
 	seen, err := runEnsureTask(ctx, eng, status)
 	if err != nil {
 		return err

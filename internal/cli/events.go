@@ -15,10 +15,8 @@ import (
 	"go.temporal.io/sdk/client"
 	"golang.org/x/sync/errgroup"
 
-	"github.com/drover-sh/drover/internal/config"
 	"github.com/drover-sh/drover/internal/engine"
 	"github.com/drover-sh/drover/inventory"
-	"github.com/drover-sh/drover/proc"
 	"github.com/drover-sh/drover/workflows"
 )
 
@@ -47,20 +45,16 @@ func newEventsCommand() *cobra.Command {
 			"process_periodic_run, process_periodic_skip, process_periodic_failed, host_watch_failed.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg, err := config.Load(cmd.Flags())
+			cfg, err := loadConfig(cmd)
 			if err != nil {
-				return &ExitError{Code: ExitBadRequest, Err: err}
+				return err
 			}
 			if f.output != "table" && f.output != "json" {
 				return &ExitError{Code: ExitBadRequest, Err: fmt.Errorf("-o %q: must be table or json", f.output)}
 			}
-			inv, err := inventory.Load(cfg.Inventory)
+			_, hosts, err := hostsIn(cfg, f.hosts)
 			if err != nil {
-				return &ExitError{Code: ExitBadRequest, Err: err}
-			}
-			hosts, err := inv.Select(f.hosts)
-			if err != nil {
-				return &ExitError{Code: ExitBadRequest, Err: err}
+				return err
 			}
 			c, err := dial(cfg)
 			if err != nil {
@@ -91,11 +85,7 @@ func newEventsCommand() *cobra.Command {
 			if err != nil {
 				return &ExitError{Code: ExitBadRequest, Err: err}
 			}
-			selected := map[proc.HostID]bool{}
-			for _, h := range hosts {
-				selected[h.ID()] = true
-			}
-			if err := follow(ctx, c, opts.DataConverter, selected, shown, f, ew); err != nil {
+			if err := follow(ctx, c, opts.DataConverter, hostIDs(hosts), shown, f, ew); err != nil {
 				return &ExitError{Code: ExitUnavailable, Err: err}
 			}
 			return nil

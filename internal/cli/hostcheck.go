@@ -57,14 +57,11 @@ func runHostsCheck(cmd *cobra.Command, selector, output string, timeout time.Dur
 	for _, h := range hosts {
 		task.Items = append(task.Items, proc.Item{Target: proc.Target{CloudID: h.CloudID, SupplierID: h.SupplierID, IP: h.IP}})
 	}
-	ctx, cancel := withTimeout(cmd, timeout)
-	defer cancel()
-	c, err := dial(cfg)
+	ctx, eng, done, err := dialWithin(cmd, cfg, nil, timeout)
 	if err != nil {
 		return err
 	}
-	defer c.Close()
-	eng := taskEngine(c, cfg, nil)
+	defer done()
 	id, err := eng.Start(ctx, task)
 	if err != nil {
 		return &ExitError{Code: ExitUnavailable, Err: err}

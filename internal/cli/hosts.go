@@ -10,6 +10,7 @@ import (
 
 	"github.com/drover-sh/drover/internal/config"
 	"github.com/drover-sh/drover/inventory"
+	"github.com/drover-sh/drover/proc"
 )
 
 // hostsUsage is the help of every --hosts flag.
@@ -67,17 +68,43 @@ func newHostsCommand() *cobra.Command {
 // selectHosts reads the configuration and the inventory, and the hosts
 // selector picks there; any failure is a bad request.
 func selectHosts(cmd *cobra.Command, selector string) (config.Config, *inventory.Inventory, []inventory.Host, error) {
-	cfg, err := config.Load(cmd.Flags())
+	cfg, err := loadConfig(cmd)
 	if err != nil {
-		return cfg, nil, nil, &ExitError{Code: ExitBadRequest, Err: err}
+		return cfg, nil, nil, err
 	}
-	inv, err := inventory.Load(cfg.Inventory)
+	inv, hosts, err := hostsIn(cfg, selector)
+	return cfg, inv, hosts, err
+}
+
+// hostsIn loads cfg's inventory and the hosts selector picks there; any
+// failure is a bad request.
+func hostsIn(cfg config.Config, selector string) (*inventory.Inventory, []inventory.Host, error) {
+	inv, err := loadInventory(cfg)
 	if err != nil {
-		return cfg, nil, nil, &ExitError{Code: ExitBadRequest, Err: err}
+		return nil, nil, err
 	}
 	hosts, err := inv.Select(selector)
 	if err != nil {
-		return cfg, nil, nil, &ExitError{Code: ExitBadRequest, Err: err}
+		return nil, nil, &ExitError{Code: ExitBadRequest, Err: err}
 	}
-	return cfg, inv, hosts, nil
+	return inv, hosts, nil
+}
+
+// loadInventory loads cfg's inventory; one that does not load is a bad
+// request.
+func loadInventory(cfg config.Config) (*inventory.Inventory, error) {
+	inv, err := inventory.Load(cfg.Inventory)
+	if err != nil {
+		return nil, &ExitError{Code: ExitBadRequest, Err: err}
+	}
+	return inv, nil
+}
+
+// hostIDs is the set of hosts' ids, to keep what concerns them.
+func hostIDs(hosts []inventory.Host) map[proc.HostID]bool {
+	ids := make(map[proc.HostID]bool, len(hosts))
+	for _, h := range hosts {
+		ids[h.ID()] = true
+	}
+	return ids
 }

@@ -265,9 +265,9 @@ func planAPI(ctx context.Context, cmd *cobra.Command, cfg config.Config, name st
 	if err != nil {
 		return reject(cmd, err)
 	}
-	inv, err := inventory.Load(cfg.Inventory)
+	inv, err := loadInventory(cfg)
 	if err != nil {
-		return &ExitError{Code: ExitBadRequest, Err: err}
+		return err
 	}
 	return runPlan(ctx, cmd.OutOrStdout(), cfg, task, inv, nil)
 }

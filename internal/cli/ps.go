@@ -14,9 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/drover-sh/drover/gseapi"
-	"github.com/drover-sh/drover/internal/config"
 	"github.com/drover-sh/drover/internal/engine"
-	"github.com/drover-sh/drover/inventory"
 	"github.com/drover-sh/drover/proc"
 	"github.com/drover-sh/drover/workflows"
 )
@@ -87,43 +85,29 @@ func runPs(cmd *cobra.Command, f psFlags) error {
 	case f.state != "" && f.state != workflows.StateRunning && f.state != workflows.StateStopped && f.state != "failed":
 		return &ExitError{Code: ExitBadRequest, Err: fmt.Errorf("--state %q: must be running, stopped or failed", f.state)}
 	}
-	cfg, err := config.Load(cmd.Flags())
+	cfg, _, hosts, err := selectHosts(cmd, f.hosts)
 	if err != nil {
-		return &ExitError{Code: ExitBadRequest, Err: err}
+		return err
 	}
-	inv, err := inventory.Load(cfg.Inventory)
-	if err != nil {
-		return &ExitError{Code: ExitBadRequest, Err: err}
-	}
-	hosts, err := inv.Select(f.hosts)
-	if err != nil {
-		return &ExitError{Code: ExitBadRequest, Err: err}
-	}
-	selected := map[proc.HostID]bool{}
-	for _, h := range hosts {
-		selected[h.ID()] = true
-	}
+	selected := hostIDs(hosts)
 	opts, err := cfg.ClientOptions()
 	if err != nil {
 		return &ExitError{Code: ExitBadRequest, Err: err}
 	}
-	ctx, cancel := withTimeout(cmd, f.timeout)
-	defer cancel()
-	c, err := dial(cfg)
+	ctx, eng, done, err := dialWithin(cmd, cfg, nil, f.timeout)
 	if err != nil {
 		return err
 	}
-	defer c.Close()
+	defer done()
 	// The memos are payloads: with payload encryption on, the converter
 	// that holds the key decodes them.
-	digests, err := engine.ListDigests(ctx, c, opts.DataConverter, cfg.TaskQueue, func(h proc.HostID) bool { return selected[h] })
+	digests, err := engine.ListDigests(ctx, eng.Client, opts.DataConverter, cfg.TaskQueue, func(h proc.HostID) bool { return selected[h] })
 	if err != nil {
 		return &ExitError{Code: ExitUnavailable, Err: err}
 	}
 	now := time.Now()
 	rows := psRows(digests, f, now)
 	if f.probe && len(rows) > 0 {
-		eng := taskEngine(c, cfg, nil)
 		if err := probeRows(ctx, eng, rows, cmd.ErrOrStderr(), now); err != nil {
 			return &ExitError{Code: ExitUnavailable, Err: err}
 		}

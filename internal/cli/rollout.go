@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -11,7 +12,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/drover-sh/drover/gseapi"
-	"github.com/drover-sh/drover/internal/config"
+	"github.com/drover-sh/drover/internal/engine"
 	"github.com/drover-sh/drover/policies"
 	"github.com/drover-sh/drover/proc"
 )
@@ -87,18 +88,10 @@ func newRolloutCommand() *cobra.Command {
 			if err := gseapi.ValidTaskID(id); err != nil {
 				return reject(cmd, err)
 			}
-			cfg, err := config.Load(cmd.Flags())
-			if err != nil {
-				return &ExitError{Code: ExitBadRequest, Err: err}
-			}
-			c, err := dial(cfg)
-			if err != nil {
-				return err
-			}
-			defer c.Close()
 			body, _ := json.Marshal(map[string]string{"task_id": id})
-			resp, outcome := gseapi.RolloutCall(cmd.Context(), taskEngine(c, cfg, nil), action, body, nil)
-			return finish(cmd, resp, outcome)
+			return callEngine(cmd, func(ctx context.Context, eng *engine.Engine) (gseapi.Response, gseapi.Outcome) {
+				return gseapi.RolloutCall(ctx, eng, action, body, nil)
+			})
 		},
 	}
 }

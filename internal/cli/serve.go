@@ -31,9 +31,9 @@ func newServeCommand() *cobra.Command {
 			"X-Bkapi-Authorization header) against the apps in the config file.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg, err := config.Load(cmd.Flags())
+			cfg, err := loadConfig(cmd)
 			if err != nil {
-				return &ExitError{Code: ExitBadRequest, Err: err}
+				return err
 			}
 			apps, err := resolveApps(cfg.Apps)
 			if err != nil {

@@ -18,6 +18,7 @@ import (
 
 	"github.com/drover-sh/drover/gseapi"
 	"github.com/drover-sh/drover/internal/config"
+	"github.com/drover-sh/drover/internal/engine"
 	"github.com/drover-sh/drover/internal/version"
 	"github.com/drover-sh/drover/inventory"
 )
@@ -115,9 +116,9 @@ func newAPICommand() *cobra.Command {
 			if err != nil {
 				return &ExitError{Code: ExitBadRequest, Err: err}
 			}
-			cfg, err := config.Load(cmd.Flags())
+			cfg, err := loadConfig(cmd)
 			if err != nil {
-				return &ExitError{Code: ExitBadRequest, Err: err}
+				return err
 			}
 			ctx, cancel := withTimeout(cmd, f.timeout)
 			defer cancel()
@@ -217,11 +218,10 @@ func newResultCommand() *cobra.Command {
 			if err := gseapi.ValidTaskID(args[0]); err != nil {
 				return reject(cmd, err)
 			}
-			cfg, err := config.Load(cmd.Flags())
-			if err != nil {
-				return &ExitError{Code: ExitBadRequest, Err: err}
-			}
-			return fetchResult(cmd.Context(), cmd, cfg, args[0])
+			body, _ := json.Marshal(map[string]string{"task_id": args[0]})
+			return callEngine(cmd, func(ctx context.Context, eng *engine.Engine) (gseapi.Response, gseapi.Outcome) {
+				return gseapi.Call(ctx, eng, gseapi.APIGetProcOperateResult, body, false)
+			})
 		},
 	}
 }
@@ -236,30 +236,34 @@ func newCancelCommand() *cobra.Command {
 			if err := gseapi.Validate(gseapi.APICancelTask, body); err != nil {
 				return reject(cmd, err)
 			}
-			cfg, err := config.Load(cmd.Flags())
-			if err != nil {
-				return &ExitError{Code: ExitBadRequest, Err: err}
-			}
-			c, err := dial(cfg)
-			if err != nil {
-				return err
-			}
-			defer c.Close()
-			resp, outcome := gseapi.Call(cmd.Context(), taskEngine(c, cfg, nil), gseapi.APICancelTask, body, false)
-			return finish(cmd, resp, outcome)
+			return callEngine(cmd, func(ctx context.Context, eng *engine.Engine) (gseapi.Response, gseapi.Outcome) {
+				return gseapi.Call(ctx, eng, gseapi.APICancelTask, body, false)
+			})
 		},
 	}
 }
 
-func fetchResult(ctx context.Context, cmd *cobra.Command, cfg config.Config, taskID string) error {
-	c, err := dial(cfg)
+// callEngine connects, has call answer over the task engine, and prints
+// the answer: the way of the commands that name a task by id (result,
+// cancel, rollout).
+func callEngine(cmd *cobra.Command, call func(context.Context, *engine.Engine) (gseapi.Response, gseapi.Outcome)) error {
+	eng, err := connect(cmd)
 	if err != nil {
 		return err
 	}
-	defer c.Close()
-	body, _ := json.Marshal(map[string]string{"task_id": taskID})
-	resp, outcome := gseapi.Call(ctx, taskEngine(c, cfg, nil), gseapi.APIGetProcOperateResult, body, false)
+	defer eng.Client.Close()
+	resp, outcome := call(cmd.Context(), eng)
 	return finish(cmd, resp, outcome)
+}
+
+// loadConfig reads the configuration the command's flags and files give;
+// one that does not load is a bad request.
+func loadConfig(cmd *cobra.Command) (config.Config, error) {
+	cfg, err := config.Load(cmd.Flags())
+	if err != nil {
+		return cfg, &ExitError{Code: ExitBadRequest, Err: err}
+	}
+	return cfg, nil
 }
 
 func dial(cfg config.Config) (client.Client, error) {
@@ -268,6 +272,38 @@ func dial(cfg config.Config) (client.Client, error) {
 		return nil, &ExitError{Code: ExitUnavailable, Err: err}
 	}
 	return c, nil
+}
+
+// dialEngine dials Temporal and builds the task engine on the client, inv
+// mapping agent ids (nil: none); the caller closes eng.Client.
+func dialEngine(cfg config.Config, inv *inventory.Inventory) (*engine.Engine, error) {
+	c, err := dial(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return taskEngine(c, cfg, inv), nil
+}
+
+// connect is loadConfig then dialEngine, for a command that reaches tasks
+// by id and needs no inventory.
+func connect(cmd *cobra.Command) (*engine.Engine, error) {
+	cfg, err := loadConfig(cmd)
+	if err != nil {
+		return nil, err
+	}
+	return dialEngine(cfg, nil)
+}
+
+// dialWithin is dialEngine for a command bounded by timeout (0: none):
+// ctx is the command's context so bounded, and done closes the client and
+// ends ctx.
+func dialWithin(cmd *cobra.Command, cfg config.Config, inv *inventory.Inventory, timeout time.Duration) (ctx context.Context, eng *engine.Engine, done func(), err error) {
+	ctx, cancel := withTimeout(cmd, timeout)
+	if eng, err = dialEngine(cfg, inv); err != nil {
+		cancel()
+		return nil, nil, nil, err
+	}
+	return ctx, eng, func() { eng.Client.Close(); cancel() }, nil
 }
 
 // reject prints the documented failure envelope and exits as a bad request.

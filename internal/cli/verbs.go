@@ -94,13 +94,13 @@ func runVerb(cmd *cobra.Command, api string, op proc.OpType, f verbFlags) error 
 	if err := checkOutput(f.output); err != nil {
 		return err
 	}
-	cfg, err := config.Load(cmd.Flags())
+	cfg, err := loadConfig(cmd)
 	if err != nil {
-		return &ExitError{Code: ExitBadRequest, Err: err}
+		return err
 	}
-	inv, err := inventory.Load(cfg.Inventory)
+	inv, err := loadInventory(cfg)
 	if err != nil {
-		return &ExitError{Code: ExitBadRequest, Err: err}
+		return err
 	}
 	var hosts []inventory.Host
 	var unresolved []string
@@ -148,14 +148,11 @@ func runVerb(cmd *cobra.Command, api string, op proc.OpType, f verbFlags) error 
 // every host succeeded.
 func runTask(cmd *cobra.Command, cfg config.Config, task *gseapi.Task, f verbFlags, roll *policies.Rollout,
 	print func(io.Writer, *gseapi.Task, map[string]proc.HostResult, string) error) error {
-	ctx, cancel := withTimeout(cmd, f.timeout)
-	defer cancel()
-	c, err := dial(cfg)
+	ctx, eng, done, err := dialWithin(cmd, cfg, nil, f.timeout)
 	if err != nil {
 		return err
 	}
-	defer c.Close()
-	eng := taskEngine(c, cfg, nil)
+	defer done()
 	// A read verb prints its answer wherever its output goes (a cron job,
 	// a CI step); a write verb waits only on a terminal, and in a script
 	// prints the task id for the script to follow.

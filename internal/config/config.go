@@ -314,8 +314,8 @@ func (c Config) validate() error {
 	if c.SuperviseInterval < time.Second {
 		return fmt.Errorf("supervise_interval %s: must be at least 1s", c.SuperviseInterval)
 	}
-	if c.LimitPolls < 1 {
-		return fmt.Errorf("limit_polls %d: must be at least 1", c.LimitPolls)
+	if err := atLeast("limit_polls", c.LimitPolls, 1); err != nil {
+		return err
 	}
 	if err := validZone(c.SuperviseTimeZone); err != nil {
 		return fmt.Errorf("supervise_timezone %q: %v (give host, UTC, an offset like +08:00, or an IANA name like Asia/Shanghai)", c.SuperviseTimeZone, err)
@@ -323,8 +323,8 @@ func (c Config) validate() error {
 	if c.WatchShards < 0 {
 		return fmt.Errorf("watch_shards %d: must be 0 (a watch per host) or more", c.WatchShards)
 	}
-	if c.MaxConcurrentWatches < 1 {
-		return fmt.Errorf("max_concurrent_watches %d: must be at least 1", c.MaxConcurrentWatches)
+	if err := atLeast("max_concurrent_watches", c.MaxConcurrentWatches, 1); err != nil {
+		return err
 	}
 	if c.WatchQueue() == c.TaskQueue {
 		return fmt.Errorf("watch_task_queue %q: must differ from task_queue, or ops wait behind watches", c.WatchTaskQueue)
@@ -332,27 +332,20 @@ func (c Config) validate() error {
 	if (c.TLSCert == "") != (c.TLSKey == "") {
 		return fmt.Errorf("tls_cert and tls_key: give both or neither")
 	}
-	if c.MaxSessionsPerHost < 1 {
-		return fmt.Errorf("max_sessions_per_host %d: must be at least 1", c.MaxSessionsPerHost)
-	}
-	if c.MaxPooledConnections < 1 {
-		return fmt.Errorf("max_pooled_connections %d: must be at least 1", c.MaxPooledConnections)
-	}
-	if c.MaxConcurrentDials < 1 {
-		return fmt.Errorf("max_concurrent_dials %d: must be at least 1", c.MaxConcurrentDials)
-	}
-	if c.IdleConnectionTimeout < 0 {
-		return fmt.Errorf("idle_connection_timeout %s: must not be negative (0 never closes)", c.IdleConnectionTimeout)
-	}
-	if c.MaxConcurrentActivities < 1 {
-		return fmt.Errorf("max_concurrent_activities %d: must be at least 1", c.MaxConcurrentActivities)
-	}
-	if c.WorkflowTaskPollers < 2 {
+	// The worker's pools and pollers, checked in this order.
+	for _, err := range []error{
+		atLeast("max_sessions_per_host", c.MaxSessionsPerHost, 1),
+		atLeast("max_pooled_connections", c.MaxPooledConnections, 1),
+		atLeast("max_concurrent_dials", c.MaxConcurrentDials, 1),
+		must(c.IdleConnectionTimeout >= 0, "idle_connection_timeout %s: must not be negative (0 never closes)", c.IdleConnectionTimeout),
+		atLeast("max_concurrent_activities", c.MaxConcurrentActivities, 1),
 		// One poller cannot serve both the sticky and the shared queue.
-		return fmt.Errorf("workflow_task_pollers %d: must be at least 2", c.WorkflowTaskPollers)
-	}
-	if c.ActivityTaskPollers < 1 {
-		return fmt.Errorf("activity_task_pollers %d: must be at least 1", c.ActivityTaskPollers)
+		atLeast("workflow_task_pollers", c.WorkflowTaskPollers, 2),
+		atLeast("activity_task_pollers", c.ActivityTaskPollers, 1),
+	} {
+		if err != nil {
+			return err
+		}
 	}
 	if err := c.validateCodec(); err != nil {
 		return err
@@ -371,6 +364,20 @@ func (c Config) validate() error {
 		}
 	}
 	return nil
+}
+
+// atLeast refuses a count setting, named as the config file names it,
+// below least.
+func atLeast(name string, v, least int) error {
+	return must(v >= least, "%s %d: must be at least %d", name, v, least)
+}
+
+// must is nil when ok holds, else the error format and args describe.
+func must(ok bool, format string, args ...any) error {
+	if ok {
+		return nil
+	}
+	return fmt.Errorf(format, args...)
 }
 
 // level is log_level as slog reads it; a name slog does not know (a typo

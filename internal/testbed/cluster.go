@@ -115,15 +115,26 @@ func (c *child) exited() bool {
 // stop sends sig to the child's process group, and SIGKILL if it has not
 // exited within limit.
 func (c *child) stop(sig syscall.Signal, limit time.Duration) {
-	if c == nil || c.exited() {
+	if c == nil {
 		return
 	}
-	_ = syscall.Kill(-c.cmd.Process.Pid, sig)
+	stopGroup(c.cmd, c.done, sig, limit)
+}
+
+// stopGroup sends sig to the process group cmd leads, and SIGKILL if it
+// has not exited (done closed) within limit; nothing once it has exited.
+func stopGroup(cmd *exec.Cmd, done <-chan struct{}, sig syscall.Signal, limit time.Duration) {
 	select {
-	case <-c.done:
+	case <-done:
+		return
+	default:
+	}
+	_ = syscall.Kill(-cmd.Process.Pid, sig)
+	select {
+	case <-done:
 	case <-time.After(limit):
-		_ = syscall.Kill(-c.cmd.Process.Pid, syscall.SIGKILL)
-		<-c.done
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		<-done
 	}
 }
 
@@ -303,7 +314,7 @@ func (c *Cluster) startPostgres() error {
 		"--auth-local=trust", "--auth-host=scram-sha-256").CombinedOutput(); err != nil {
 		return fmt.Errorf("initdb: %v\n%s", err, out)
 	}
-	if c.PGPort, err = freePort(); err != nil {
+	if c.PGPort, err = FreePort(); err != nil {
 		return err
 	}
 	f, err := os.OpenFile(filepath.Join(data, "postgresql.conf"), os.O_APPEND|os.O_WRONLY, 0)

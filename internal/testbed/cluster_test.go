@@ -23,7 +23,7 @@ func TestStartCluster(t *testing.T) {
 	if os.Getenv("DROVER_CLUSTER_TEST") == "" {
 		t.Skip("DROVER_CLUSTER_TEST=1 runs it (needs make bin/temporal-server bin/temporal-sql-tool cluster-deps)")
 	}
-	metricsPort, err := freePort()
+	metricsPort, err := FreePort()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -47,7 +47,7 @@ func NewS3(tb testing.TB, buckets ...string) *S3 {
 			tb.Fatal(err)
 		}
 	}
-	port, err := freePort()
+	port, err := FreePort()
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -88,16 +88,5 @@ func (s *S3) URL(bucket string) string {
 
 // Stop ends the server: SIGTERM to its process group, SIGKILL after 10 s.
 func (s *S3) Stop() {
-	select {
-	case <-s.done:
-		return
-	default:
-	}
-	_ = syscall.Kill(-s.cmd.Process.Pid, syscall.SIGTERM)
-	select {
-	case <-s.done:
-	case <-time.After(10 * time.Second):
-		_ = syscall.Kill(-s.cmd.Process.Pid, syscall.SIGKILL)
-		<-s.done
-	}
+	stopGroup(s.cmd, s.done, syscall.SIGTERM, 10*time.Second)
 }

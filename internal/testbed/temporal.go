@@ -62,7 +62,7 @@ func StartTemporal(opts TemporalOptions) (*Temporal, error) {
 		opts.DBFile = filepath.Join(dir, "temporal.db")
 	}
 	if opts.Address == "" {
-		port, err := freePort()
+		port, err := FreePort()
 		if err != nil {
 			return nil, err
 		}
@@ -172,18 +172,7 @@ func (t *Temporal) Stop() error {
 	if t.cmd == nil || t.cmd.Process == nil {
 		return nil
 	}
-	select {
-	case <-t.done:
-		return nil
-	default:
-	}
-	_ = syscall.Kill(-t.cmd.Process.Pid, syscall.SIGINT)
-	select {
-	case <-t.done:
-	case <-time.After(10 * time.Second):
-		_ = syscall.Kill(-t.cmd.Process.Pid, syscall.SIGKILL)
-		<-t.done
-	}
+	stopGroup(t.cmd, t.done, syscall.SIGINT, 10*time.Second)
 	return nil
 }
 
@@ -225,7 +214,8 @@ func ModuleRoot() string {
 	}
 }
 
-func freePort() (int, error) {
+// FreePort is a TCP port on 127.0.0.1 nothing listens on now.
+func FreePort() (int, error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return 0, err

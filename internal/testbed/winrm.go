@@ -419,11 +419,8 @@ func (h *WinHost) receive(w http.ResponseWriter, r *http.Request, body string) {
 	deadline := time.NewTimer(hold)
 	defer deadline.Stop()
 	for {
-		h.mu.Lock()
-		_, c := h.lookupCommand(body)
+		_, c := h.lockCommand(w, body)
 		if c == nil {
-			h.mu.Unlock()
-			h.fault(w, "s:Sender", "w:InvalidSelectors", "unknown shell or command")
 			return
 		}
 		if c.stdout.Len() > 0 || c.stderr.Len() > 0 || c.done {
@@ -461,23 +458,26 @@ func (h *WinHost) receive(w http.ResponseWriter, r *http.Request, body string) {
 	}
 }
 
-// lookupCommand is the shell and command a Receive or Signal names; the
-// command is nil when either is unknown. h.mu is held.
-func (h *WinHost) lookupCommand(body string) (*winShell, *winCmd) {
-	s := h.lookup(body)
-	m := reCmdID.FindStringSubmatch(body)
-	if s == nil || m == nil {
-		return s, nil
-	}
-	return s, s.cmds[m[1]]
-}
-
-func (h *WinHost) signal(w http.ResponseWriter, body string) {
+// lockCommand locks h.mu and finds the shell and command a Receive or
+// Signal names. When either is unknown it unlocks, answers the fault, and
+// the command is nil; else the caller unlocks.
+func (h *WinHost) lockCommand(w http.ResponseWriter, body string) (*winShell, *winCmd) {
 	h.mu.Lock()
-	s, c := h.lookupCommand(body)
+	s := h.lookup(body)
+	var c *winCmd
+	if m := reCmdID.FindStringSubmatch(body); s != nil && m != nil {
+		c = s.cmds[m[1]]
+	}
 	if c == nil {
 		h.mu.Unlock()
 		h.fault(w, "s:Sender", "w:InvalidSelectors", "unknown shell or command")
+	}
+	return s, c
+}
+
+func (h *WinHost) signal(w http.ResponseWriter, body string) {
+	s, c := h.lockCommand(w, body)
+	if c == nil {
 		return
 	}
 	h.stats.Signals++

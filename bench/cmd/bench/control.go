@@ -1,12 +1,10 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"log"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -218,15 +216,9 @@ func (e *env) peerControl(ctx context.Context, tool, op string, hosts []*testbed
 	if err != nil {
 		return dir, 0, err
 	}
-	began := time.Now()
-	cmd := exec.CommandContext(ctx, args[0], args[1:]...)
-	cmd.Env, cmd.Dir = env, dir
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	runErr := cmd.Run()
-	took := time.Since(began).Seconds()
-	if n := countOK(stdout.Bytes()); runErr != nil || n != len(hosts) {
-		return dir, 0, fmt.Errorf("%s %s: %d of %d hosts ok (%v): %s%s", tool, op, n, len(hosts), runErr, notOK(stdout.Bytes()), tail(stderr.String()))
+	stdout, stderr, took, runErr := runPeer(ctx, args, env, dir)
+	if n := countOK(stdout); runErr != nil || n != len(hosts) {
+		return dir, 0, fmt.Errorf("%s %s: %d of %d hosts ok (%v): %s%s", tool, op, n, len(hosts), runErr, notOK(stdout), tail(string(stderr)))
 	}
 	return dir, took, nil
 }

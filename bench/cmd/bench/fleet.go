@@ -179,7 +179,7 @@ type workerProc struct {
 // startWorkerProc runs bin/worker on the fleet's queue with its metrics
 // served, and waits until they answer.
 func (e *env) startWorkerProc(f fleetSettings, n int) (*workerProc, error) {
-	port, err := freePort()
+	port, err := testbed.FreePort()
 	if err != nil {
 		return nil, err
 	}

@@ -47,7 +47,6 @@ import (
 	"flag"
 	"fmt"
 	"log"
-	"net"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -255,7 +254,7 @@ func run(ctx context.Context, s settings) error {
 	rep.bedStart = time.Since(began)
 	availBed := memAvailable()
 
-	metricsPort, err := freePort()
+	metricsPort, err := testbed.FreePort()
 	if err != nil {
 		return err
 	}
@@ -348,16 +347,6 @@ func run(ctx context.Context, s settings) error {
 	}
 	rep.took = time.Since(began)
 	return rep.write()
-}
-
-// freePort is a TCP port on 127.0.0.1 nothing listens on now.
-func freePort() (int, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port, nil
 }
 
 // sqlitePragmas is the dev server's SQLite mode: write-ahead log, synced at

@@ -34,18 +34,25 @@ func (e *env) peerPair(ctx context.Context, tool string, hosts []*testbed.Host) 
 		return 0, 0, err
 	}
 	for _, dst := range []*float64{&cold, &warm} {
-		began := time.Now()
-		cmd := exec.CommandContext(ctx, args[0], args[1:]...)
-		cmd.Env, cmd.Dir = env, dir
-		var out, errOut bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &out, &errOut
-		err := cmd.Run()
-		*dst = time.Since(began).Seconds()
-		if n := countRunning(out.Bytes()); err != nil || n != len(hosts) {
-			return 0, 0, fmt.Errorf("%s: %d of %d hosts answered running (%v): %s%s", tool, n, len(hosts), err, tail(out.String()), tail(errOut.String()))
+		out, errOut, took, err := runPeer(ctx, args, env, dir)
+		*dst = took
+		if n := countRunning(out); err != nil || n != len(hosts) {
+			return 0, 0, fmt.Errorf("%s: %d of %d hosts answered running (%v): %s%s", tool, n, len(hosts), err, tail(string(out)), tail(string(errOut)))
 		}
 	}
 	return cold, warm, nil
+}
+
+// runPeer runs a peer's command line, args, in dir with env: its output,
+// its error output, and how long it took in seconds.
+func runPeer(ctx context.Context, args, env []string, dir string) (stdout, stderr []byte, took float64, err error) {
+	began := time.Now()
+	cmd := exec.CommandContext(ctx, args[0], args[1:]...)
+	cmd.Env, cmd.Dir = env, dir
+	var out, errOut bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	err = cmd.Run()
+	return out.Bytes(), errOut.Bytes(), time.Since(began).Seconds(), err
 }
 
 func tail(s string) string {
