@@ -144,7 +144,7 @@ hosts:
 		{`{ip: 10.0.1.1, transport: winrm, password_env: PW, https: true, insecure: true, ca_file: ca.pem}`, "hosts[0]: insecure: cannot be combined with ca_file"},
 		{`{ip: 10.0.1.1, https: true}`, `hosts[0]: https: only for transport "winrm" hosts`},
 		{`{ip: 10.0.1.1, ca_file: ca.pem}`, `hosts[0]: ca_file: only for transport "winrm" hosts`},
-		{`{ip: 10.0.1.1, transport: rdp}`, `hosts[0]: transport "rdp": must be "ssh" or "winrm"`},
+		{`{ip: 10.0.1.1, transport: rdp}`, `hosts[0]: transport "rdp": must be "ssh", "winrm" or "simulated"`},
 		{`{ip: 10.0.1.1, transport: winrm, password_env: PW, certificate_file: c.pub}`, `hosts[0]: certificate_file: only for transport "ssh" hosts, this one is "winrm"`},
 	} {
 		_, _, err := load(t, "hosts:\n  - "+c.host+"\n")

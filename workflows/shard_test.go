@@ -29,6 +29,9 @@ type shardRig struct {
 	mu   sync.Mutex
 	arms []ArmInput
 	ops  []proc.OpType
+	// settled: the workflow returned; later calls are not recorded, so
+	// the test reads arms and ops without the lock.
+	settled bool
 }
 
 func newShardRig(t *testing.T) *shardRig {
@@ -39,13 +42,17 @@ func newShardRig(t *testing.T) *shardRig {
 	r.env.RegisterActivityWithOptions(func(_ context.Context, in ArmInput) error {
 		r.mu.Lock()
 		defer r.mu.Unlock()
-		r.arms = append(r.arms, in)
+		if !r.settled {
+			r.arms = append(r.arms, in)
+		}
 		return nil
 	}, activity.RegisterOptions{Name: "ArmWatch"})
 	r.env.RegisterActivityWithOptions(func(_ context.Context, in activities.HostOpInput) (activities.HostOpOutput, error) {
 		r.mu.Lock()
 		defer r.mu.Unlock()
-		r.ops = append(r.ops, in.Op)
+		if !r.settled {
+			r.ops = append(r.ops, in.Op)
+		}
 		return success(in), nil
 	}, activity.RegisterOptions{Name: "HostOp"})
 	r.env.RegisterActivityWithOptions(func(context.Context, activities.WatchInput) (activities.WatchOutput, error) {
@@ -68,7 +75,7 @@ func (r *shardRig) run(entries ...Entry) HostState {
 		r.env.SignalWorkflow(RenewSignal, nil)
 		r.env.SignalWorkflow(OpSignal, HostRequest{RequestID: "end", Op: proc.OpSpecUnregister, Process: proc.ProcessID{Namespace: "-", Name: "-"}})
 	}, theEnd)
-	r.env.ExecuteWorkflow(HostWorkflowName, HostState{Host: proc.HostID{IP: "10.0.0.1"}, Entries: entries,
+	r.execute(HostState{Host: proc.HostID{IP: "10.0.0.1"}, Entries: entries,
 		Supervision: Supervision{WatchShards: 4, WatchQueue: "watches"}})
 	var can *workflow.ContinueAsNewError
 	if !r.env.IsWorkflowCompleted() || !errors.As(r.env.GetWorkflowError(), &can) {
@@ -79,6 +86,13 @@ func (r *shardRig) run(entries ...Entry) HostState {
 		r.t.Fatal(err)
 	}
 	return next
+}
+
+func (r *shardRig) execute(state HostState) {
+	r.env.ExecuteWorkflow(HostWorkflowName, state)
+	r.mu.Lock()
+	r.settled = true
+	r.mu.Unlock()
 }
 
 func (r *shardRig) gens() []int {
@@ -187,7 +201,7 @@ func TestShardOldVersionKeepsItsOwnWatch(t *testing.T) {
 	r.env.OnGetVersion(VersionWatchShard, workflow.DefaultVersion, 1).Return(workflow.DefaultVersion)
 	// ArmWatch is not even registered: an arm would fail, and say so.
 	r.env.RegisterDelayedCallback(r.end, theEnd)
-	r.env.ExecuteWorkflow(HostWorkflowName, HostState{Host: proc.HostID{IP: "10.0.0.1"}, Entries: []Entry{managed(nil)},
+	r.execute(HostState{Host: proc.HostID{IP: "10.0.0.1"}, Entries: []Entry{managed(nil)},
 		Supervision: Supervision{WatchShards: 4}})
 	r.wantOps(proc.OpStart)
 	var can *workflow.ContinueAsNewError
@@ -325,7 +339,7 @@ func TestShardNewRunArmsTheNextGeneration(t *testing.T) {
 		r.env.SignalWorkflow(OpSignal, HostRequest{RequestID: "end", Op: proc.OpSpecUnregister, Process: proc.ProcessID{Namespace: "-", Name: "-"}})
 	}, time.Hour)
 	shard := ShardWorkflowID("watches", HostWorkflowID(proc.HostID{IP: "10.0.0.1"}), 1000)
-	r.env.ExecuteWorkflow(HostWorkflowName, HostState{Host: proc.HostID{IP: "10.0.0.1"}, Entries: []Entry{managed(nil)},
+	r.execute(HostState{Host: proc.HostID{IP: "10.0.0.1"}, Entries: []Entry{managed(nil)},
 		Supervision: Supervision{WatchShards: 1000, WatchQueue: "watches"}, WatchGen: 3, WatchShard: shard})
 	if g := r.gens(); !same(g, []int{4}) || r.arms[0].Shard != shard {
 		t.Fatalf("arms %+v, want generation 4 on %s", r.arms, shard)

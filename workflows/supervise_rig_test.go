@@ -46,6 +46,9 @@ type rig struct {
 	watched []watchCall
 	ops     []opCall
 	ended   bool
+	// settled: the workflow returned, so a watch the test environment
+	// still starts after it is not one of its calls.
+	settled bool
 }
 
 type watchAnswer struct {
@@ -118,6 +121,10 @@ func (r *rig) watchTakes() time.Duration {
 
 func (r *rig) watch(_ context.Context, in activities.WatchInput) (activities.WatchOutput, error) {
 	r.mu.Lock()
+	if r.settled {
+		r.mu.Unlock()
+		return activities.WatchOutput{}, nil
+	}
 	a, last := r.next()
 	r.watched = append(r.watched, watchCall{at: r.env.Now(), in: in})
 	r.mu.Unlock()
@@ -129,6 +136,10 @@ func (r *rig) watch(_ context.Context, in activities.WatchInput) (activities.Wat
 
 func (r *rig) op(_ context.Context, in activities.HostOpInput) (activities.HostOpOutput, error) {
 	r.mu.Lock()
+	if r.settled {
+		r.mu.Unlock()
+		return success(in), nil
+	}
 	r.ops = append(r.ops, opCall{at: r.env.Now(), in: in})
 	r.mu.Unlock()
 	if r.hostOp != nil {
@@ -174,6 +185,15 @@ func managed(edit func(*proc.Spec)) Entry {
 		Registration: proc.Registration{Managed: true, Expected: true}, Pid: 4241}
 }
 
+// execute runs the host from state until it returns. The calls it made
+// are read after this without the lock: none are recorded later.
+func (r *rig) execute(state HostState) {
+	r.env.ExecuteWorkflow(HostWorkflowName, state)
+	r.mu.Lock()
+	r.settled = true
+	r.mu.Unlock()
+}
+
 // run runs the host with entries until it asks for a new run, and
 // returns the state it carries on with.
 func (r *rig) run(entries ...Entry) HostState {
@@ -183,7 +203,7 @@ func (r *rig) run(entries ...Entry) HostState {
 		end = theEnd
 	}
 	r.env.RegisterDelayedCallback(r.end, end)
-	r.env.ExecuteWorkflow(HostWorkflowName, HostState{Host: proc.HostID{IP: "10.0.0.1"}, Entries: entries})
+	r.execute(HostState{Host: proc.HostID{IP: "10.0.0.1"}, Entries: entries})
 	var can *workflow.ContinueAsNewError
 	if !r.env.IsWorkflowCompleted() || !errors.As(r.env.GetWorkflowError(), &can) {
 		r.t.Fatalf("the host did not carry on as a new run: %v", r.env.GetWorkflowError())

@@ -302,7 +302,7 @@ func TestWatchRunsOnItsOwnQueue(t *testing.T) {
 			}
 		})
 		st := managed(nil)
-		r.env.ExecuteWorkflow(HostWorkflowName, HostState{Host: proc.HostID{IP: "10.0.0.1"}, Entries: []Entry{st},
+		r.execute(HostState{Host: proc.HostID{IP: "10.0.0.1"}, Entries: []Entry{st},
 			Supervision: Supervision{WatchQueue: named}})
 		want := named
 		if want == "" {
