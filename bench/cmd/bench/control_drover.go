@@ -85,9 +85,10 @@ func (e *env) droverControl(ctx context.Context, name, api, body string, want pr
 	return r, e.ctlBreakdown(ctx, a.Began, a.Took, hosts, &r)
 }
 
-// droverCtlOp runs control op name on hosts.
+// droverCtlOp runs control op name on hosts. Its body's file is named for
+// the control part: the status part keeps a body of its own per size.
 func (e *env) droverCtlOp(ctx context.Context, name string, op proc.OpType, want proc.Code, hosts []*testbed.Host) (droverCtlRun, error) {
-	body := filepath.Join(e.dir, fmt.Sprintf("%s-%d.json", name, len(hosts)))
+	body := filepath.Join(e.dir, fmt.Sprintf("%s-%s-%d.json", ctlName, name, len(hosts)))
 	if err := operateBody(body, ctlNS, ctlName, op, ips(hosts)); err != nil {
 		return droverCtlRun{}, err
 	}
@@ -97,7 +98,7 @@ func (e *env) droverCtlOp(ctx context.Context, name string, op proc.OpType, want
 // droverCtlRegister registers the control part's process on hosts with
 // register_proc_info.
 func (e *env) droverCtlRegister(ctx context.Context, hosts []*testbed.Host) (droverCtlRun, error) {
-	body := filepath.Join(e.dir, fmt.Sprintf("register-%d.json", len(hosts)))
+	body := filepath.Join(e.dir, fmt.Sprintf("%s-register-%d.json", ctlName, len(hosts)))
 	if err := registerBody(body, ctlNS, ctlName, ctlSpec(), ips(hosts)); err != nil {
 		return droverCtlRun{}, err
 	}
