@@ -65,6 +65,7 @@ type SSHStats struct {
 	Trims      int64 // idle connections closed to stay within MaxPooled
 	IdleClosed int64 // connections closed after IdleTimeout unused
 	KeyLoads   int64 // identity files read and parsed
+	Redials    int64 // dials tried again after a handshake ran out of time
 }
 
 // SSH runs commands over SSH with no agent on the host. Connections are
@@ -85,7 +86,7 @@ type SSH struct {
 	dials       chan struct{}
 	dialsQueued atomic.Int32
 
-	handshakes, poolHits, execs, evictions, trims, idleClosed atomic.Int64
+	handshakes, poolHits, execs, evictions, trims, idleClosed, redials atomic.Int64
 }
 
 var (
@@ -142,6 +143,7 @@ func NewSSH(opts SSHOptions) (*SSH, error) {
 func (s *SSH) Stats() SSHStats {
 	return SSHStats{
 		Handshakes: s.handshakes.Load(),
+		Redials:    s.redials.Load(),
 		PoolHits:   s.poolHits.Load(),
 		Execs:      s.execs.Load(),
 		Evictions:  s.evictions.Load(),

@@ -14,6 +14,23 @@ import (
 	"github.com/drover-sh/drover/inventory"
 )
 
+// errHandshakeTimedOut marks a dial whose host accepted the connection but
+// did not finish the handshake within DialTimeout.
+var errHandshakeTimedOut = errors.New("timed out")
+
+// dialOrRetry dials key, and once more when the handshake alone ran out of
+// time: the host is listening, and on a loaded machine (sshd forking
+// hundreds of handshakes at once, or this worker's cores busy) a second
+// try completes. A host that refuses or never accepts is not tried again.
+func (s *SSH) dialOrRetry(key poolKey) (*conn, error) {
+	c, err := s.dial(key)
+	if errors.Is(err, errHandshakeTimedOut) && s.ctx.Err() == nil {
+		s.redials.Add(1)
+		c, err = s.dial(key)
+	}
+	return c, err
+}
+
 // dial establishes an authenticated connection for key, through its
 // bastion when it has one.
 func (s *SSH) dial(key poolKey) (*conn, error) {
@@ -124,7 +141,7 @@ func (s *SSH) dial(key poolKey) (*conn, error) {
 		case timedOut && s.ctx.Err() != nil:
 			return fail(KindUnreachable, ErrClosed)
 		case timedOut:
-			return fail(KindUnreachable, fmt.Errorf("handshake%s timed out after %v", via, s.opts.DialTimeout))
+			return fail(KindUnreachable, fmt.Errorf("handshake%s %w after %v", via, errHandshakeTimedOut, s.opts.DialTimeout))
 		}
 		return fail(KindUnreachable, fmt.Errorf("handshake%s: %w", via, err))
 	}

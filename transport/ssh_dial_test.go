@@ -6,11 +6,13 @@ import (
 	"crypto/rand"
 	"encoding/pem"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -276,4 +278,82 @@ func TestDialsCapped(t *testing.T) {
 	if sh.max > limit {
 		t.Errorf("%d dials in flight at once, cap %d", sh.max, limit)
 	}
+}
+
+// TestHandshakeTimeoutIsTriedAgain: a host whose first connection is
+// accepted but never answered (an sshd too busy to handshake in time) is
+// dialled once more, and the op runs; a host that never answers still
+// fails, after its second try.
+func TestHandshakeTimeoutIsTriedAgain(t *testing.T) {
+	_, hosts := newBed(t, 1)
+	real := hosts[0].DialAddress()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var accepted atomic.Int32
+	var held []net.Conn
+	var mu sync.Mutex
+	t.Cleanup(func() {
+		l.Close()
+		mu.Lock()
+		defer mu.Unlock()
+		for _, c := range held {
+			c.Close()
+		}
+	})
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			if accepted.Add(1) == 1 {
+				mu.Lock()
+				held = append(held, c)
+				mu.Unlock()
+				continue
+			}
+			go proxy(c, real)
+		}
+	}()
+	h := hosts[0]
+	h.Address, h.Port = "127.0.0.1", l.Addr().(*net.TCPAddr).Port
+	s := newSSH(t, emptyKnownHosts(t), func(o *SSHOptions) {
+		o.DialTimeout = time.Second
+		o.TrustOnFirstUse = true
+	})
+	res, err := s.Run(context.Background(), h, Command{Script: "echo hi"})
+	if err != nil || strings.TrimSpace(string(res.Stdout)) != "hi" {
+		t.Fatalf("run after a handshake that timed out: %q %v", res.Stdout, err)
+	}
+	if st := s.Stats(); accepted.Load() != 2 || st.Redials != 1 || st.Handshakes != 1 {
+		t.Fatalf("%d connections, %+v; want 2 connections, 1 redial, 1 handshake", accepted.Load(), st)
+	}
+
+	t.Setenv("DROVER_TEST_PW", "unused")
+	sh, silent := newSilentHosts(t, 1)
+	s = newSSH(t, emptyKnownHosts(t), func(o *SSHOptions) { o.DialTimeout = 200 * time.Millisecond })
+	_, err = s.Run(context.Background(), silent[0], Command{Script: "true"})
+	wantKind(t, err, KindUnreachable)
+	if !strings.Contains(err.Error(), "handshake timed out after 200ms") || s.Stats().Redials != 1 {
+		t.Fatalf("a silent host: %v, %+v", err, s.Stats())
+	}
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	if sh.max != 2 {
+		t.Fatalf("a silent host took %d connections, want two tries", sh.max)
+	}
+}
+
+// proxy joins c to a new connection to addr until either side ends.
+func proxy(c net.Conn, addr string) {
+	defer c.Close()
+	up, err := net.Dial("tcp", addr)
+	if err != nil {
+		return
+	}
+	defer up.Close()
+	go func() { _, _ = io.Copy(up, c) }()
+	_, _ = io.Copy(c, up)
 }

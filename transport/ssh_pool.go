@@ -153,7 +153,7 @@ func (s *SSH) get(ctx context.Context, key poolKey) (*conn, error) {
 // context, so an impatient caller does not fail the others waiting.
 func (s *SSH) dialEntry(key poolKey, e *poolEntry) {
 	defer s.wg.Done()
-	c, err := s.dial(key)
+	c, err := s.dialOrRetry(key)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if err == nil && s.close {
