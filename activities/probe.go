@@ -192,14 +192,14 @@ func (pf probeFormat) scan(out string, samples []proc.Sample, line func(f []stri
 }
 
 // sampleFor is the sample a per-pid-file line (P, X, C, Q) is about: its
-// index is the second field. Nil for a line shorter than minFields or with
-// an index out of range.
+// index is the second field. Nil for a line shorter than minFields or
+// whose index is not a number in range: noise is never read as pid file 0.
 func sampleFor(f []string, minFields int, samples []proc.Sample) (int, *proc.Sample) {
 	if len(f) < minFields {
 		return 0, nil
 	}
-	i := atoi(f[1])
-	if i < 0 || i >= len(samples) {
+	i, err := strconv.Atoi(strings.TrimSpace(f[1]))
+	if err != nil || i < 0 || i >= len(samples) {
 		return 0, nil
 	}
 	return i, &samples[i]
