@@ -13,11 +13,12 @@
 # that is frozen or cut off would otherwise run the command on forever. The
 # watchdog only fires if its sleep ran to the end, and is stopped (with its
 # sleep, via $!) when the script ends first; its stdio is detached so it
-# never holds the session open.
+# never holds the session open. The sleep is stopped with KILL: a TERM that
+# reaches it between fork and exec meets the trap's handler and is lost.
 p=; s=; read -r _ _ _ _ p s _ 2>/dev/null </proc/$$/stat
 [ -n "$p" ] && [ "$p" = "$s" ] || p=
 printf "%s %s\n" __drover_started__ "$p" >&2
 t=$1; shift
 if [ -z "$t" ] || [ -z "$p" ]; then exec sh -c "$@"; fi
-( trap 'kill $! 2>/dev/null; exit 0' TERM; sleep "$t" & wait $! && kill -KILL -"$p" ) </dev/null >/dev/null 2>&1 &
+( trap 'kill -KILL $! 2>/dev/null; exit 0' TERM; sleep "$t" & wait $! && kill -KILL -"$p" ) </dev/null >/dev/null 2>&1 &
 w=$!; sh -c "$@"; r=$?; kill $w 2>/dev/null; exit $r
