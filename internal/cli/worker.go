@@ -86,6 +86,8 @@ type Worker struct {
 	Metrics *metrics.Metrics
 	// MetricsAddr is where /metrics is served; empty when it is not.
 	MetricsAddr string
+	// PooledConnections is the SSH pool's cap, as configured or sized.
+	PooledConnections int
 	// Inventory is the worker's, kept current with its file.
 	Inventory *inventory.Inventory
 	live      *inventory.Live
@@ -108,8 +110,12 @@ func StartWorker(cfg config.Config, logger *slog.Logger) (*Worker, error) {
 	if err != nil {
 		return nil, err
 	}
+	pooled := cfg.MaxPooledConnections
+	if pooled == 0 {
+		pooled = policies.PooledConnections(openFileLimit(), cfg.MaxConcurrentDials)
+	}
 	ssh, err := transport.NewSSH(transport.SSHOptions{KnownHostsPath: inv.KnownHosts(),
-		MaxSessionsPerHost: cfg.MaxSessionsPerHost, MaxPooled: cfg.MaxPooledConnections,
+		MaxSessionsPerHost: cfg.MaxSessionsPerHost, MaxPooled: pooled,
 		IdleTimeout: cfg.IdleConnectionTimeout, MaxDials: cfg.MaxConcurrentDials,
 		TrustOnFirstUse: cfg.SSHTOFU, OnTrust: func(addr, fingerprint string) {
 			logger.Warn("host key trusted on first use", "host", addr, "key", fingerprint, "known_hosts", inv.KnownHosts())
@@ -161,7 +167,7 @@ func StartWorker(cfg config.Config, logger *slog.Logger) (*Worker, error) {
 	watches := worker.New(c, cfg.WatchQueue(), worker.Options{MaxConcurrentActivityExecutionSize: cfg.MaxConcurrentWatches,
 		DisableWorkflowWorker: true, WorkerStopTimeout: watchStopTimeout, MaxConcurrentActivityTaskPollers: 1})
 	dispatch.RegisterWatch(watches, acts)
-	wk := &Worker{Client: c, SSH: ssh, WinRM: winrm, Metrics: m, Inventory: inv, live: live, store: store, w: w, watches: watches, stopMetrics: func() {}}
+	wk := &Worker{Client: c, SSH: ssh, WinRM: winrm, Metrics: m, Inventory: inv, PooledConnections: pooled, live: live, store: store, w: w, watches: watches, stopMetrics: func() {}}
 	if cfg.MetricsListen != "" {
 		ln, err := net.Listen("tcp", cfg.MetricsListen)
 		if err != nil {
@@ -243,7 +249,7 @@ func RunWorker(ctx context.Context, cfg config.Config, logger *slog.Logger) erro
 	}
 	logger.Info("worker started", "version", version.Get().String(), "temporal", cfg.TemporalAddress, "namespace", cfg.TemporalNamespace,
 		"task_queue", cfg.TaskQueue, "watch_task_queue", cfg.WatchQueue(), "inventory", cfg.Inventory, "metrics", w.MetricsAddr,
-		"content_store", w.store.Location().String())
+		"content_store", w.store.Location().String(), "max_pooled_connections", w.PooledConnections)
 	reloadOnHangup(ctx, w.live)
 	<-ctx.Done()
 	logger.Info("worker stopping: no new work is taken; running host ops finish first")

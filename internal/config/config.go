@@ -78,7 +78,8 @@ type Config struct {
 	// Worker tuning.
 	MaxConcurrentActivities int `koanf:"max_concurrent_activities"`
 	MaxSessionsPerHost      int `koanf:"max_sessions_per_host"`
-	// MaxPooledConnections caps the worker's open SSH connections.
+	// MaxPooledConnections caps the worker's open SSH connections; 0 sizes
+	// the pool from the worker's open-file limit.
 	MaxPooledConnections int `koanf:"max_pooled_connections"`
 	// IdleConnectionTimeout closes a pooled SSH connection unused for
 	// longer; 0 keeps them until the cap or a failure closes them.
@@ -190,8 +191,10 @@ var defaults = map[string]any{
 	"watch_shards": 4,
 	// 8 sessions per connection leaves room under OpenSSH's default
 	// MaxSessions of 10.
-	"max_sessions_per_host":     8,
-	"max_pooled_connections":    4096,
+	"max_sessions_per_host": 8,
+	// 0: as many as the open-file limit allows (policies.PooledConnections),
+	// so every host of a large fleet keeps its connection between ops.
+	"max_pooled_connections":    0,
 	"idle_connection_timeout":   "10m",
 	"max_concurrent_dials":      256,
 	"max_concurrent_activities": 1000,
@@ -251,7 +254,7 @@ func AddWorkerFlags(fs *pflag.FlagSet) {
 	fs.Int("max-concurrent-watches", 0, "hosts one worker watches at once, apart from its activities (env DROVER_MAX_CONCURRENT_WATCHES, default 10000)")
 	fs.Bool("ssh-tofu", false, "trust an unknown host's key on first use, recording it in known_hosts (env DROVER_SSH_TOFU; default off)")
 	fs.Int("max-concurrent-activities", 0, "activities one worker runs at once (env DROVER_MAX_CONCURRENT_ACTIVITIES, default 1000)")
-	fs.Int("max-pooled-connections", 0, "SSH connections one worker keeps open; past it the least recently used idle ones close (env DROVER_MAX_POOLED_CONNECTIONS, default 4096)")
+	fs.Int("max-pooled-connections", 0, "SSH connections one worker keeps open; past it the least recently used idle ones close; 0 sizes it from the open-file limit (env DROVER_MAX_POOLED_CONNECTIONS, default 0)")
 	fs.Duration("idle-connection-timeout", 0, "close a pooled SSH connection unused for this long; 0 never does (env DROVER_IDLE_CONNECTION_TIMEOUT, default 10m)")
 	fs.Int("max-concurrent-dials", 0, "SSH connections one worker dials at once; more wait their turn (env DROVER_MAX_CONCURRENT_DIALS, default 256)")
 	fs.String("metrics-listen", "", "serve Prometheus /metrics on this address, e.g. :9090 (env DROVER_METRICS_LISTEN; default off)")
@@ -335,7 +338,7 @@ func (c Config) validate() error {
 	// The worker's pools and pollers, checked in this order.
 	for _, err := range []error{
 		atLeast("max_sessions_per_host", c.MaxSessionsPerHost, 1),
-		atLeast("max_pooled_connections", c.MaxPooledConnections, 1),
+		atLeast("max_pooled_connections", c.MaxPooledConnections, 0),
 		atLeast("max_concurrent_dials", c.MaxConcurrentDials, 1),
 		must(c.IdleConnectionTimeout >= 0, "idle_connection_timeout %s: must not be negative (0 never closes)", c.IdleConnectionTimeout),
 		atLeast("max_concurrent_activities", c.MaxConcurrentActivities, 1),

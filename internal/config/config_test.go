@@ -37,7 +37,7 @@ func TestLoadLayers(t *testing.T) {
 		t.Fatal(err)
 	}
 	if c.TaskQueue != "from-file" || c.Inventory != "/from/env" || c.TemporalNamespace != "ns-flag" ||
-		c.TemporalAddress != "127.0.0.1:7233" || c.SuperviseInterval != 5*time.Second || c.MaxSessionsPerHost != 8 || c.MaxPooledConnections != 4096 ||
+		c.TemporalAddress != "127.0.0.1:7233" || c.SuperviseInterval != 5*time.Second || c.MaxSessionsPerHost != 8 || c.MaxPooledConnections != 0 ||
 		c.IdleConnectionTimeout != 10*time.Minute || c.MaxConcurrentDials != 256 ||
 		c.WorkflowTaskPollers != 16 || c.ActivityTaskPollers != 16 {
 		t.Fatalf("layers: %+v", c)

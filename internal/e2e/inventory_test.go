@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -17,6 +18,7 @@ import (
 	"github.com/drover-sh/drover/internal/cli"
 	"github.com/drover-sh/drover/internal/engine"
 	"github.com/drover-sh/drover/internal/testbed"
+	"github.com/drover-sh/drover/policies"
 	"github.com/drover-sh/drover/proc"
 	"github.com/drover-sh/drover/workflows"
 )
@@ -280,6 +282,14 @@ func TestWorkerReloadsOnSIGHUP(t *testing.T) {
 		"--task-queue", e.cfg.TaskQueue, "--inventory", e.cfg.Inventory, "--log-level", "info")
 	readLog := func() string { b, _ := os.ReadFile(logPath); return string(b) }
 	waitFor(t, time.Minute, "the worker started", func() bool { return strings.Contains(readLog(), "worker started") })
+	// Unset, the pool is sized from the open-file limit the worker inherits.
+	var lim syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
+		t.Fatal(err)
+	}
+	if want := fmt.Sprintf("max_pooled_connections=%d", policies.PooledConnections(lim.Cur, 256)); !strings.Contains(readLog(), want) {
+		t.Errorf("the start line does not say %s:\n%s", want, readLog())
+	}
 	if err := cmd.Process.Signal(syscall.SIGHUP); err != nil {
 		t.Fatal(err)
 	}
