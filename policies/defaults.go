@@ -144,12 +144,14 @@ const (
 )
 
 // RegistryQueryTimeout bounds one try of a host workflow's registry query,
-// and RegistryQueryAttempts the tries. A query to a workflow whose last
+// and RegistryReadBudget the tries. A query to a workflow whose last
 // worker is gone first waits on that worker's sticky queue; the server
 // then resets stickiness, so another try reaches a live worker at once.
+// The budget leaves a status batch (StatusBatchDeadline) room for its
+// probes (StatusProbeMax) after it.
 const (
-	RegistryQueryTimeout  = 10 * time.Second
-	RegistryQueryAttempts = 3
+	RegistryQueryTimeout = 10 * time.Second
+	RegistryReadBudget   = StatusBatchDeadline - StatusProbeMax - 10*time.Second
 )
 
 // WatchPollTimeout bounds one supervision poll's exec; a hung host's poll

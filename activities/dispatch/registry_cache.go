@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"time"
 
 	"go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
@@ -24,6 +25,7 @@ import (
 // only a host the listing does not answer for by describe and query.
 type registryCache struct {
 	c      client.Client
+	dc     converter.DataConverter
 	listed map[proc.HostID][]workflows.Entry
 	mu     sync.Mutex
 	m      map[proc.HostID]*registryRead
@@ -47,7 +49,7 @@ type registryRead struct {
 // newRegistryCache lists the running host workflows of hosts with their
 // memos. A listing that fails leaves every host to its own read.
 func newRegistryCache(ctx context.Context, c client.Client, dc converter.DataConverter, hosts []proc.HostID) *registryCache {
-	rc := &registryCache{c: c, m: map[proc.HostID]*registryRead{}}
+	rc := &registryCache{c: c, dc: dc, m: map[proc.HostID]*registryRead{}}
 	rc.listed, _ = listRegistries(ctx, c, dc, hosts)
 	return rc
 }
@@ -71,7 +73,7 @@ func (rc *registryCache) get(ctx context.Context, h proc.HostID, p proc.ProcessI
 	}
 	rc.mu.Unlock()
 	r.once.Do(func() {
-		r.entries, r.err = rc.read(ctx, workflows.HostWorkflowID(h))
+		r.entries, r.err = rc.read(ctx, h, p)
 	})
 	return r.entries, r.err
 }
@@ -86,8 +88,14 @@ func (rc *registryCache) whole(ctx context.Context, h proc.HostID) ([]workflows.
 	return rc.get(ctx, h, proc.ProcessID{})
 }
 
-// read returns a host workflow's registry by describe and query.
-func (rc *registryCache) read(ctx context.Context, id string) ([]workflows.Entry, error) {
+// read returns host h's registry by describe and query. A query the
+// engine did not answer in time is tried again for RegistryReadBudget,
+// each time after listing the host once more: a host that was between
+// runs (continued as new) when the batch listed it is listed once its new
+// run is visible, which needs no worker. Only a host whose workflow
+// answers neither way within the budget answers the error.
+func (rc *registryCache) read(ctx context.Context, h proc.HostID, p proc.ProcessID) ([]workflows.Entry, error) {
+	id := workflows.HostWorkflowID(h)
 	registryDescribes <- struct{}{}
 	desc, err := rc.c.DescribeWorkflowExecution(ctx, id, "")
 	<-registryDescribes
@@ -99,24 +107,53 @@ func (rc *registryCache) read(ctx context.Context, id string) ([]workflows.Entry
 		return nil, fmt.Errorf("%s: %w", id, err)
 	}
 	if st := desc.GetWorkflowExecutionInfo().GetStatus(); st != enums.WORKFLOW_EXECUTION_STATUS_RUNNING {
-		h, _ := workflows.ParseHostWorkflowID(id)
 		return nil, &hostloss.Error{Host: h, Status: st}
 	}
-	var entries []workflows.Entry
-	registryQueries <- struct{}{}
-	defer func() { <-registryQueries }()
-	for attempt := 1; ; attempt++ {
-		qctx, cancel := context.WithTimeout(ctx, policies.RegistryQueryTimeout)
-		_, err = engine.QueryOpen(qctx, rc.c, id, workflows.RegistryQuery, &entries)
-		cancel()
-		if err == nil || attempt == policies.RegistryQueryAttempts || ctx.Err() != nil || !timedOut(err) {
-			break
+	until := time.Now().Add(policies.RegistryReadBudget)
+	for {
+		entries, err := rc.query(ctx, id)
+		if err == nil || ctx.Err() != nil || !timedOut(err) {
+			return entries, err
+		}
+		if listed, ok := rc.relist(ctx, h, p); ok {
+			return listed, nil
+		}
+		if time.Now().Add(policies.RegistryQueryTimeout).After(until) {
+			return nil, err
 		}
 	}
-	if err != nil {
+}
+
+// query is one try of a host workflow's registry query.
+func (rc *registryCache) query(ctx context.Context, id string) ([]workflows.Entry, error) {
+	registryQueries <- struct{}{}
+	defer func() { <-registryQueries }()
+	qctx, cancel := context.WithTimeout(ctx, policies.RegistryQueryTimeout)
+	defer cancel()
+	var entries []workflows.Entry
+	if _, err := engine.QueryOpen(qctx, rc.c, id, workflows.RegistryQuery, &entries); err != nil {
 		return nil, err
 	}
 	return entries, nil
+}
+
+// relist is host h's registry from a listing of it alone, when its memo
+// now holds every entry and names p (any p when p is zero, as whole asks).
+func (rc *registryCache) relist(ctx context.Context, h proc.HostID, p proc.ProcessID) ([]workflows.Entry, bool) {
+	listed, err := listRegistries(ctx, rc.c, rc.dc, []proc.HostID{h})
+	entries, ok := listed[h]
+	if err != nil || !ok || len(entries) >= workflows.MaxDigestProcs {
+		return nil, false
+	}
+	if p == (proc.ProcessID{}) {
+		return entries, true
+	}
+	for _, e := range entries {
+		if e.Process == p {
+			return entries, true
+		}
+	}
+	return nil, false
 }
 
 // registryListBatch is how many host workflows one listing names.

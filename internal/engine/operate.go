@@ -13,6 +13,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/drover-sh/drover/gseapi"
+	"github.com/drover-sh/drover/internal/hostloss"
 	"github.com/drover-sh/drover/policies"
 	"github.com/drover-sh/drover/workflows"
 )
@@ -47,15 +48,24 @@ func startOperate(ctx context.Context, c client.Client, taskQueue string, in wor
 
 // startIndexed starts workflow name with search attributes sa and input
 // indexed; on a namespace that lacks them it starts it with plain instead.
+// A start the server was too busy to answer is tried again; the id a
+// timed-out try may have started already counts as started.
 func startIndexed(ctx context.Context, c client.Client, opts client.StartWorkflowOptions, sa temporal.SearchAttributes, name string, indexed, plain any) error {
 	withSA := opts
 	withSA.TypedSearchAttributes = sa
-	_, err := c.ExecuteWorkflow(ctx, withSA, name, indexed)
-	var invalid *serviceerror.InvalidArgument
-	if errors.As(err, &invalid) && strings.Contains(strings.ToLower(invalid.Error()), "search attribute") {
-		_, err = c.ExecuteWorkflow(ctx, opts, name, plain)
-	}
-	return err
+	tries := 0
+	return whileBusy(ctx, func(ctx context.Context) error {
+		tries++
+		_, err := c.ExecuteWorkflow(ctx, withSA, name, indexed)
+		var invalid *serviceerror.InvalidArgument
+		if errors.As(err, &invalid) && strings.Contains(strings.ToLower(invalid.Error()), "search attribute") {
+			_, err = c.ExecuteWorkflow(ctx, opts, name, plain)
+		}
+		if tries > 1 && hostloss.AlreadyStarted(err) {
+			return nil
+		}
+		return err
+	})
 }
 
 // TaskMemo summarises a task for the Temporal UI: the API, op, size and who

@@ -38,14 +38,16 @@ func splitTask(ctx context.Context, c client.Client, taskQueue string, in workfl
 		chunk := workflows.OperateInput{TaskID: in.TaskID, Op: in.Op, Manage: in.Manage, Files: in.Files,
 			Items: in.Items[start:min(start+policies.ChunkSize, len(in.Items))], Offset: start, Total: len(in.Items)}
 		g.Go(func() error {
-			_, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
-				ID: workflows.SplitChunkID(in.TaskID, k), TaskQueue: taskQueue,
-				WorkflowIDReusePolicy: enums.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
-			}, workflows.OperateWorkflowName, chunk)
-			if hostloss.AlreadyStarted(err) {
-				return nil
-			}
-			return err
+			return whileBusy(ctx, func(ctx context.Context) error {
+				_, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
+					ID: workflows.SplitChunkID(in.TaskID, k), TaskQueue: taskQueue,
+					WorkflowIDReusePolicy: enums.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
+				}, workflows.OperateWorkflowName, chunk)
+				if hostloss.AlreadyStarted(err) {
+					return nil
+				}
+				return err
+			})
 		})
 	}
 	if err := g.Wait(); err != nil {
