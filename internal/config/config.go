@@ -92,6 +92,10 @@ type Config struct {
 	// server: every host op is a few workflow tasks and an activity.
 	WorkflowTaskPollers int `koanf:"workflow_task_pollers"`
 	ActivityTaskPollers int `koanf:"activity_task_pollers"`
+	// WorkflowCacheSize is how many workflows the worker keeps in memory
+	// between their tasks (about 100 KB each). One it has evicted is
+	// replayed from its whole history at its next task.
+	WorkflowCacheSize int `koanf:"workflow_cache_size"`
 	// PollerAutoscaling makes those counts a ceiling: an idle worker
 	// scales down to 2 and 1 pollers. Off, it keeps them all always.
 	PollerAutoscaling bool `koanf:"poller_autoscaling"`
@@ -203,6 +207,10 @@ var defaults = map[string]any{
 	// seconds behind them.
 	"workflow_task_pollers": 16,
 	"activity_task_pollers": 16,
+	// A worker of 10,000 hosts touches their 10,000 workflows in turn in
+	// every fleet op: a cache as small as the SDK's 10,000 evicted each
+	// host just before its next task and replayed every one.
+	"workflow_cache_size": 20000,
 }
 
 // Defaults is the configuration with nothing set: what a worker or starter
@@ -259,6 +267,7 @@ func AddWorkerFlags(fs *pflag.FlagSet) {
 	fs.Int("max-concurrent-dials", 0, "SSH connections one worker dials at once; more wait their turn (env DROVER_MAX_CONCURRENT_DIALS, default 256)")
 	fs.String("metrics-listen", "", "serve Prometheus /metrics on this address, e.g. :9090 (env DROVER_METRICS_LISTEN; default off)")
 	fs.Int("max-sessions-per-host", 0, "SSH sessions per pooled host connection (env DROVER_MAX_SESSIONS_PER_HOST, default 8)")
+	fs.Int("workflow-cache-size", 0, "workflows one worker keeps in memory between their tasks, about 100 KB each; past it the least recently used are replayed at their next task (env DROVER_WORKFLOW_CACHE_SIZE, default 20000)")
 	fs.Int("workflow-task-pollers", 0, "concurrent workflow task polls (env DROVER_WORKFLOW_TASK_POLLERS, default 16; at least 2)")
 	fs.Int("activity-task-pollers", 0, "concurrent activity task polls (env DROVER_ACTIVITY_TASK_POLLERS, default 16)")
 	fs.Bool("poller-autoscaling", false, "scale an idle worker's pollers down to 2 and 1, the counts above being a ceiling (env DROVER_POLLER_AUTOSCALING; default off)")
@@ -344,6 +353,7 @@ func (c Config) validate() error {
 		atLeast("max_concurrent_activities", c.MaxConcurrentActivities, 1),
 		// One poller cannot serve both the sticky and the shared queue.
 		atLeast("workflow_task_pollers", c.WorkflowTaskPollers, 2),
+		atLeast("workflow_cache_size", c.WorkflowCacheSize, 1),
 		atLeast("activity_task_pollers", c.ActivityTaskPollers, 1),
 	} {
 		if err != nil {
