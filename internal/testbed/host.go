@@ -22,6 +22,9 @@ import (
 // two cores while other test packages run.
 const readyTimeout = 60 * time.Second
 
+// MaxSessions is each host's sshd MaxSessions.
+const MaxSessions = 128
+
 // Host is one sshd standing in for a machine.
 type Host struct {
 	Index   int
@@ -141,7 +144,9 @@ func (h *Host) sshdConfig() string {
 	w("StrictModes", "no")
 	w("MaxStartups", "1000:30:1000")
 	w("PerSourceMaxStartups", "none")
-	w("MaxSessions", "10")
+	// Room for benches whose identities share one connection to a host
+	// (testbed.MaxSessions); drover's own default uses 8.
+	w("MaxSessions", strconv.Itoa(MaxSessions))
 	w("LogLevel", "VERBOSE")
 	w("PrintMotd", "no")
 	w("PrintLastLog", "no")

@@ -51,6 +51,10 @@ type fleetOpsSettings struct {
 	// identities of the bed's sshd hosts: drover's and the engine's cost
 	// without sshd's.
 	simulated bool
+	// sessions is the worker's max_sessions_per_host for the shared
+	// sshd hosts: each stands for hundreds of identities, which would
+	// each have a connection of their own.
+	sessions int
 }
 
 // fleetOpsRun is one op at one size.
@@ -112,6 +116,9 @@ func (e *env) fleetOps(ctx context.Context, f fleetOpsSettings) (*fleetOpsResult
 	// A start puts its process under supervision; thousands of watches
 	// would measure supervision (make bench-fleet does), not the ops.
 	cfg.NoSupervision = true
+	if !f.simulated {
+		cfg.MaxSessionsPerHost = f.sessions
+	}
 	w, err := cli.StartWorker(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err != nil {
 		return r, err

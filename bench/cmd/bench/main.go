@@ -31,7 +31,9 @@
 //	                   stop on BENCH_HOSTS), supervise, fleetops (register,
 //	                   start, status, restart, stop over BENCH_FLEETOPS
 //	                   identities, 200,10000, sharing BENCH_FLEETOPS_SSHD
-//	                   sshd hosts, 20) (status,control,supervise,fleetops);
+//	                   sshd hosts, 20, with BENCH_FLEETOPS_SESSIONS
+//	                   sessions on each one's connection, 64)
+//	                   (status,control,supervise,fleetops);
 //	                   or fleet alone (make bench-fleet): supervision of
 //	                   BENCH_FLEET_HOSTS (2000) × BENCH_FLEET_PROCS (10) at
 //	                   BENCH_FLEET_INTERVAL (10s) by BENCH_FLEET_WORKERS (2)
