@@ -136,8 +136,11 @@ func StartWorker(cfg config.Config, logger *slog.Logger) (*Worker, error) {
 		_ = store.Close()
 		return nil, err
 	}
-	// Process-wide, and read when the first worker starts.
-	worker.SetStickyWorkflowCacheSize(cfg.WorkflowCacheSize)
+	// Process-wide, and read when the first worker starts; a Config
+	// built in code without it keeps the SDK's.
+	if cfg.WorkflowCacheSize > 0 {
+		worker.SetStickyWorkflowCacheSize(cfg.WorkflowCacheSize)
+	}
 	w := worker.New(c, cfg.TaskQueue, worker.Options{
 		MaxConcurrentActivityExecutionSize: cfg.MaxConcurrentActivities,
 		// With autoscaling the configured pollers are a ceiling: an idle
