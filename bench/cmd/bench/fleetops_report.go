@@ -86,7 +86,7 @@ func fleetOpsMarkdown(r *fleetOpsResult, runErr error, machine []string) string 
 	if r.simulated {
 		w("Every identity is a simulated host (inventory `transport: simulated`): the worker answers drover's scripts in-process as a host would, after %s, so the figures are drover's and the engine's, without sshd's. ", simulatedLatency)
 	} else {
-		w("The identities share %d sshd hosts, and so one connection to each: the worker runs up to %d sessions on it (`max_sessions_per_host` %d; drover's default of 8 is for one host's connection, and each of these stands for hundreds of identities, which would each have their own). ", r.sshd, r.sessions, r.sessions)
+		w("The identities share %d sshd hosts, and so one connection to each, with up to %d sessions on it (`max_sessions_per_host` %d; drover's default is 8, for one host's connection). ", r.sshd, r.sessions, r.sessions)
 	}
 	w("After the register each identity is given a pid file of its own (update_proc_info through the workflow API, not timed) before the control ops.\n\n")
 
@@ -221,7 +221,7 @@ func writeFleetOps(s settings, md string) error {
 // loadFleetOpsSettings reads BENCH_FLEETOPS (identity counts, the first
 // the baseline) and BENCH_FLEETOPS_SSHD.
 func loadFleetOpsSettings() (fleetOpsSettings, error) {
-	f := fleetOpsSettings{sshd: envInt("BENCH_FLEETOPS_SSHD", 20), sessions: envInt("BENCH_FLEETOPS_SESSIONS", 64)}
+	f := fleetOpsSettings{sshd: envInt("BENCH_FLEETOPS_SSHD", 20), sessions: envInt("BENCH_FLEETOPS_SESSIONS", 8)}
 	if f.sessions < 1 || f.sessions > testbed.MaxSessions-2 {
 		return f, fmt.Errorf("BENCH_FLEETOPS_SESSIONS %d: must be 1 to %d (the testbed's sshd MaxSessions, less 2 for kills)", f.sessions, testbed.MaxSessions-2)
 	}

@@ -32,7 +32,7 @@
 //	                   start, status, restart, stop over BENCH_FLEETOPS
 //	                   identities, 200,10000, sharing BENCH_FLEETOPS_SSHD
 //	                   sshd hosts, 20, with BENCH_FLEETOPS_SESSIONS
-//	                   sessions on each one's connection, 64)
+//	                   sessions on each one's connection, 8)
 //	                   (status,control,supervise,fleetops);
 //	                   or fleet alone (make bench-fleet): supervision of
 //	                   BENCH_FLEET_HOSTS (2000) × BENCH_FLEET_PROCS (10) at
