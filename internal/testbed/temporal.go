@@ -104,7 +104,7 @@ func (t *Temporal) start() error {
 		// skipping the task queue (drover's workers ask for it).
 		"--dynamic-config-value", "system.enableActivityEagerExecution=true",
 	}
-	args = append(args, DevServerFleetCaches...)
+	args = append(args, devServerFleetCaches...)
 	if t.opts.UIPort != 0 {
 		args = append(args, "--ui-ip", "127.0.0.1", "--ui-port", strconv.Itoa(t.opts.UIPort))
 	} else {
@@ -225,13 +225,13 @@ func FreePort() (int, error) {
 	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
-// DevServerFleetCaches are the dev server's flags that size its history
+// devServerFleetCaches are the dev server's flags that size its history
 // caches for a fleet, as docs/operating.md gives them to operators. It
 // lowers the server's mutable-state cache to 8,096 workflows (two entries
 // a host), so an op on 10,000 hosts reloaded every host's state from its
 // database; and it has one history shard, whose 512 KB events cache holds
 // the recent events of a few hundred workflows.
-var DevServerFleetCaches = []string{
+var devServerFleetCaches = []string{
 	"--dynamic-config-value", "history.hostLevelCacheMaxSize=128000",
 	"--dynamic-config-value", "history.eventsCacheMaxSizeBytes=67108864",
 }
