@@ -73,6 +73,7 @@ type Activities struct {
 
 	shardOnce sync.Once
 	shards    *shardWorker
+	facts     hostFacts
 }
 
 // opRun is one op in progress on one host.
@@ -187,7 +188,7 @@ type probeResult struct {
 
 // probe samples the process with one exec; window > 0 measures current cpu.
 func (r *opRun) probe(window time.Duration, extras bool) (probeResult, *proc.HostResult) {
-	res, err := r.a.Runner.Run(r.ctx, r.host, r.command(r.plat.statusScript(r.spec, window, extras), r.spec.OpTimeout))
+	res, err := r.a.Runner.Run(r.ctx, r.host, r.command(r.plat.statusScript(r.spec, window, extras, r.known()), r.spec.OpTimeout))
 	if err != nil {
 		f := transportFailure(err)
 		return probeResult{}, &f
@@ -211,12 +212,17 @@ func (r *opRun) readProbe(exit int, stdout, stderr string, extras bool) (probeRe
 		f := proc.Fail(proc.CodeSudoRefused, "probe ran as %q, not as account %q", info.User, r.spec.Account)
 		return probeResult{}, &f
 	}
+	r.a.facts.learn(r.host, r.plat.account(r.spec), info)
 	p := probeResult{host: info, sample: samples[0], alive: r.plat.alive(samples[0], r.spec.ProcName)}
 	if extras {
 		p.extras = parseExtras(stdout)
 	}
 	return p, nil
 }
+
+// known is what an earlier probe read of this host's boot, as the spec's
+// account.
+func (r *opRun) known() *hostKnown { return r.a.facts.get(r.host, r.plat.account(r.spec)) }
 
 // command is c as the spec's account, in the platform's language.
 func (r *opRun) command(c transport.Command, timeout time.Duration) transport.Command {

@@ -25,13 +25,14 @@ const checkMarker = "__drover_check__"
 // probe of pidFile after wait, when the command completed (with status 0,
 // or any status when anyExit): the post-check costs no SSH round trip of
 // its own (scripts/checked_control.sh).
-func checkedControlScript(m opMark, setupPath, cmd string, timeout time.Duration, n *noting, wait time.Duration, anyExit bool, pidFile string) transport.Command {
+func checkedControlScript(m opMark, setupPath, cmd string, timeout time.Duration, n *noting, wait time.Duration, anyExit bool, pidFile string, host *hostKnown) transport.Command {
 	anyArg := "0"
 	if anyExit {
 		anyArg = "1"
 	}
 	args := append([]string{m.file, m.request}, controlArgs(setupPath, cmd, timeout, n)...)
-	return script("checked_control.sh", append(args, anyArg, seconds(wait), pidFile)...)
+	args = append(args, anyArg, seconds(wait), pidFile)
+	return script("checked_control.sh", append(args, host.opArgs()...)...)
 }
 
 // splitChecked cuts a checked control script's output into the control
@@ -62,7 +63,7 @@ func (r *opRun) controlThenCheck(verb, cmd string, wait time.Duration, anyExit b
 	// The control part notes its process group, as runControl's does, so
 	// a cancelled task ends the command it started.
 	n := r.noting()
-	c := checkedControlScript(r.opMark(), r.spec.SetupPath, cmd, r.spec.OpTimeout, n, wait, anyExit, r.spec.PidPath)
+	c := checkedControlScript(r.opMark(), r.spec.SetupPath, cmd, r.spec.OpTimeout, n, wait, anyExit, r.spec.PidPath, r.known())
 	res, err := r.a.Runner.Run(r.ctx, r.host, r.command(c, r.spec.OpTimeout+15*time.Second+wait))
 	if err != nil {
 		r.endIfCancelled(n.pidFile())

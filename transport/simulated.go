@@ -79,7 +79,9 @@ func (s *Simulated) Run(ctx context.Context, host inventory.Host, cmd Command) (
 	var out strings.Builder
 	switch cmd.Name {
 	case "probe":
-		s.probe(&out, h, host.User, cmd.Args[0], cmd.Args[1:])
+		// WINDOW, what is known of the host (seven), then the pairs.
+		a := padArgs(cmd.Args, 8)
+		s.probe(&out, h, host.User, a[0], a[8:])
 	case "status":
 		a := padArgs(cmd.Args, 5)
 		s.probe(&out, h, host.User, a[0], []string{a[1], ""})

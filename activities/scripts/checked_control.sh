@@ -1,6 +1,7 @@
 # shellcheck shell=sh
 # checked_control.sh MARKFILE REQUEST SETUP CMD SECONDS OPFILES ATTEMPT LAST
-#                    ANYEXIT WAIT PIDFILE
+#                    ANYEXIT WAIT PIDFILE BOOT_ID HZ PAGE MEM BOOT_TIME CPUS
+#                    USER
 # control.sh, then, when its command completed (with status 0, or any
 # status when ANYEXIT is 1), waits WAIT seconds and probes PIDFILE: the
 # post-check costs no SSH round trip of its own. The control part's output
@@ -19,5 +20,5 @@ case $c in
 esac
 printf '__drover_check__\n'
 [ "${10}" = 0 ] || sleep "${10}"
-probe_host
+probe_host "${12}" "${13}" "${14}" "${15}" "${16}" "${17}" "${18}"
 probe_pids 0 1 "${11}" ""

@@ -10,14 +10,15 @@
 # shell itself.
 
 # probe_host BOOT_ID HZ PAGE MEM BOOT_TIME CPUS USER prints the H line.
-# The arguments are what a poll before learned of the host, for the boot
+# The arguments are what a probe before learned of the host, for the boot
 # BOOT_ID names; with no BOOT_ID, or another boot, the host is read in
-# full. It sets t1, the host's CPU ticks now.
+# full. An empty USER is read again (id -un): an op's probe checks whom it
+# ran as every time. It sets t1, the host's CPU ticks now.
 probe_host() {
   LC_ALL=C; export LC_ALL
   bid=; { read -r bid < /proc/sys/kernel/random/boot_id; } 2>/dev/null
   if [ -n "$bid" ] && [ "$bid" = "${1-}" ]; then
-    hz=$2 pg=$3 mem=$4 bt=$5 ncpu=$6 u=$7
+    hz=$2 pg=$3 mem=$4 bt=$5 ncpu=$6 u=${7:-$(id -un)}
     read -r _ c1 c2 c3 c4 c5 c6 c7 c8 c9 c10 _ < /proc/stat
     t1=$((${c1:-0}+${c2:-0}+${c3:-0}+${c4:-0}+${c5:-0}+${c6:-0}+${c7:-0}+${c8:-0}+${c9:-0}+${c10:-0}))
   else

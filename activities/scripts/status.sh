@@ -1,11 +1,13 @@
 # shellcheck shell=sh
-# status.sh WINDOW PIDFILE SETUP VERSION_CMD HEALTH_CMD
-# The status op's probe: probe.sh of one pid file, then, when VERSION_CMD
+# status.sh WINDOW PIDFILE SETUP VERSION_CMD HEALTH_CMD BOOT_ID HZ PAGE MEM
+#           BOOT_TIME CPUS USER
+# The status op's probe: probe.sh of one pid file (BOOT_ID...USER as
+# probe_host takes them), then, when VERSION_CMD
 # or HEALTH_CMD is given, run in SETUP and each bounded to 10 s, the first
 # line of version_cmd (V) and the exit status of health_cmd (Z; 0 with no
 # health_cmd), as parseExtras reads them.
 # include: lib_probe.sh
-probe_host
+probe_host "$6" "$7" "$8" "$9" "${10}" "${11}" "${12}"
 probe_pids "$1" 1 "$2" ""
 setup=$3 version=$4 health=$5
 [ -n "$version" ] || [ -n "$health" ] || exit 0
