@@ -68,7 +68,7 @@ func (k *hostKnown) opArgs() []string {
 
 // hostFacts keeps, per host and account, what the last op's probe read of
 // the host's boot, so the next probe there reads only what changes (no
-// getconf, no awk: three of the eight processes a probe forked).
+// getconf, no awk: three of the processes a probe forked).
 type hostFacts struct {
 	mu sync.Mutex
 	m  map[string]hostKnown
