@@ -56,14 +56,11 @@ func newRegistryCache(ctx context.Context, c client.Client, dc converter.DataCon
 
 // get is host h's registry. A host whose memo does not list the process
 // asked for is read again by query: its memo may be behind a register
-// that has just ended, or cut short (MaxDigestProcs).
+// that has just ended, or cut short (MaxDigestProcs). A zero p asks for
+// the whole registry.
 func (rc *registryCache) get(ctx context.Context, h proc.HostID, p proc.ProcessID) ([]workflows.Entry, error) {
-	if entries, ok := rc.listed[h]; ok && len(entries) < workflows.MaxDigestProcs {
-		for _, e := range entries {
-			if e.Process == p {
-				return entries, nil
-			}
-		}
+	if entries, ok := rc.listed[h]; memoAnswers(entries, ok, p) {
+		return entries, nil
 	}
 	rc.mu.Lock()
 	r, ok := rc.m[h]
@@ -81,11 +78,25 @@ func (rc *registryCache) get(ctx context.Context, h proc.HostID, p proc.ProcessI
 // whole is host h's whole registry: from the listing when its memo held
 // every entry, else read from the host workflow.
 func (rc *registryCache) whole(ctx context.Context, h proc.HostID) ([]workflows.Entry, error) {
-	if entries, ok := rc.listed[h]; ok && len(entries) < workflows.MaxDigestProcs {
-		return entries, nil
-	}
-	// No process is named "": get reads the registry itself.
 	return rc.get(ctx, h, proc.ProcessID{})
+}
+
+// memoAnswers reports whether a listed memo's entries (listed: the host
+// was in the listing) answer for process p: the memo holds every entry
+// and names p, or p is zero and the whole registry is asked for.
+func memoAnswers(entries []workflows.Entry, listed bool, p proc.ProcessID) bool {
+	if !listed || len(entries) >= workflows.MaxDigestProcs {
+		return false
+	}
+	if p == (proc.ProcessID{}) {
+		return true
+	}
+	for _, e := range entries {
+		if e.Process == p {
+			return true
+		}
+	}
+	return false
 }
 
 // read returns host h's registry by describe and query. A query the
@@ -138,22 +149,14 @@ func (rc *registryCache) query(ctx context.Context, id string) ([]workflows.Entr
 }
 
 // relist is host h's registry from a listing of it alone, when its memo
-// now holds every entry and names p (any p when p is zero, as whole asks).
+// now answers for p (memoAnswers).
 func (rc *registryCache) relist(ctx context.Context, h proc.HostID, p proc.ProcessID) ([]workflows.Entry, bool) {
 	listed, err := listRegistries(ctx, rc.c, rc.dc, []proc.HostID{h})
 	entries, ok := listed[h]
-	if err != nil || !ok || len(entries) >= workflows.MaxDigestProcs {
+	if err != nil || !memoAnswers(entries, ok, p) {
 		return nil, false
 	}
-	if p == (proc.ProcessID{}) {
-		return entries, true
-	}
-	for _, e := range entries {
-		if e.Process == p {
-			return entries, true
-		}
-	}
-	return nil, false
+	return entries, true
 }
 
 // registryListBatch is how many host workflows one listing names.
