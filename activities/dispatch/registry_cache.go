@@ -123,7 +123,7 @@ func (rc *registryCache) read(ctx context.Context, h proc.HostID, p proc.Process
 	until := time.Now().Add(policies.RegistryReadBudget)
 	for {
 		entries, err := rc.query(ctx, id)
-		if err == nil || ctx.Err() != nil || !timedOut(err) {
+		if err == nil || ctx.Err() != nil || !engine.TimedOut(err) {
 			return entries, err
 		}
 		if listed, ok := rc.relist(ctx, h, p); ok {
@@ -183,11 +183,4 @@ func listRegistries(ctx context.Context, c client.Client, dc converter.DataConve
 		}
 	}
 	return out, nil
-}
-
-// timedOut reports whether a call failed by running out of time, on the
-// client's side or the server's.
-func timedOut(err error) bool {
-	var de *serviceerror.DeadlineExceeded
-	return errors.Is(err, context.DeadlineExceeded) || errors.As(err, &de)
 }

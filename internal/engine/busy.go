@@ -37,8 +37,14 @@ func whileBusy(ctx context.Context, start func(ctx context.Context) error) error
 // busy reports whether a call failed because the server did not answer in
 // time or shed it, not because of what it asked.
 func busy(err error) bool {
-	var de *serviceerror.DeadlineExceeded
 	var un *serviceerror.Unavailable
 	var re *serviceerror.ResourceExhausted
-	return errors.Is(err, context.DeadlineExceeded) || errors.As(err, &de) || errors.As(err, &un) || errors.As(err, &re)
+	return TimedOut(err) || errors.As(err, &un) || errors.As(err, &re)
+}
+
+// TimedOut reports whether a call failed by running out of time, on the
+// client's side or the server's.
+func TimedOut(err error) bool {
+	var de *serviceerror.DeadlineExceeded
+	return errors.Is(err, context.DeadlineExceeded) || errors.As(err, &de)
 }
