@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/drover-sh/drover/internal/testbed"
-
 	"github.com/drover-sh/drover/proc"
 )
 
