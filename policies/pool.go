@@ -5,11 +5,11 @@ const (
 	// poolFileReserve is left for everything but pooled connections: the
 	// engine's gRPC connections, SFTP transfers, log and inventory files.
 	poolFileReserve = 1024
-	// MinPooledConnections keeps a pool useful under a tight limit.
-	MinPooledConnections = 256
-	// MaxPooledConnections bounds the worker's memory (about 50 KB a
+	// minPooled keeps a pool useful under a tight limit.
+	minPooled = 256
+	// maxPooled bounds the worker's memory (about 50 KB a
 	// connection) where the limit is effectively unbounded.
-	MaxPooledConnections = 65536
+	maxPooled = 65536
 )
 
 // PooledConnections is how many SSH connections a worker keeps open when
@@ -22,11 +22,11 @@ func PooledConnections(openFiles uint64, dials int) int {
 		dials = 0
 	}
 	spare := uint64(poolFileReserve + dials)
-	if openFiles <= spare+MinPooledConnections {
-		return MinPooledConnections
+	if openFiles <= spare+minPooled {
+		return minPooled
 	}
-	if n := openFiles - spare; n < MaxPooledConnections {
+	if n := openFiles - spare; n < maxPooled {
 		return int(n)
 	}
-	return MaxPooledConnections
+	return maxPooled
 }
