@@ -84,6 +84,9 @@ type opRun struct {
 	plat platform
 	in   HostOpInput
 	spec proc.Spec
+	// probed is the probe a guarded exec made instead of running its
+	// command, for the op's first look at the process.
+	probed *checked
 }
 
 // HostOp runs one op on one host. Per-host failures come back as result
@@ -186,6 +189,16 @@ type probeResult struct {
 	extras proc.StatusExtras
 }
 
+// firstProbe is the op's probe before it acts: the one a guarded exec
+// made, when it made one, else a probe of its own.
+func (r *opRun) firstProbe() (probeResult, *proc.HostResult) {
+	if c := r.probed; c != nil {
+		r.probed = nil
+		return c.p, c.f
+	}
+	return r.probe(0, false)
+}
+
 // probe samples the process with one exec; window > 0 measures current cpu.
 func (r *opRun) probe(window time.Duration, extras bool) (probeResult, *proc.HostResult) {
 	res, err := r.a.Runner.Run(r.ctx, r.host, r.command(r.plat.statusScript(r.spec, window, extras, r.known()), r.spec.OpTimeout))
@@ -280,7 +293,22 @@ func (r *opRun) runControl(verb, cmd string) *proc.HostResult {
 }
 
 func (r *opRun) start() HostOpOutput {
+	cmd := commandFor(r.plat, "start", r.spec)
+	if r.plat.checksInControl() {
+		// One exec when no process is there: the probe shares it.
+		f, first, pre := r.guardedControl("start", cmd, r.spec.StartCheck, false, startGuard)
+		if pre == nil {
+			return r.startChecked("start", f, first)
+		}
+		return r.startProbed(pre.p, pre.f, cmd)
+	}
 	p, f := r.probe(0, false)
+	return r.startProbed(p, f, cmd)
+}
+
+// startProbed starts the process the probe p (or its failure f) found not
+// running.
+func (r *opRun) startProbed(p probeResult, f *proc.HostResult, cmd string) HostOpOutput {
 	if f != nil {
 		return failed(*f)
 	}
@@ -292,10 +320,13 @@ func (r *opRun) start() HostOpOutput {
 		return observe(HostOpOutput{Result: proc.HostResult{Code: proc.CodeAlreadyRunning,
 			Message: fmt.Sprintf("process(%s) is already running, pid %d", r.spec.ProcName, p.sample.Pid)}}, p)
 	}
-	return r.startAndCheck("start", commandFor(r.plat, "start", r.spec))
+	return r.startAndCheck("start", cmd)
 }
 
 func (r *opRun) stop() HostOpOutput {
+	if out, ran := r.stopKnown("stop"); ran {
+		return out
+	}
 	p, out := r.toEnd("stop")
 	if out != nil {
 		return *out
@@ -303,11 +334,29 @@ func (r *opRun) stop() HostOpOutput {
 	return r.stopAndCheck(p)
 }
 
+// stopKnown stops, in one exec, the incarnation an op or a poll last found
+// alive, when the pid file still names it and stop_cmd ends it: ran is
+// false when it could not, and the op goes on from the exec's probe, if
+// it made one, as from its own.
+func (r *opRun) stopKnown(verb string) (out HostOpOutput, ran bool) {
+	cmd := commandFor(r.plat, "stop", r.spec)
+	if !r.plat.checksInControl() || cmd == "" || r.in.Pid <= 0 || r.in.StartTicks == 0 {
+		return HostOpOutput{}, false
+	}
+	f, first, pre := r.guardedControl(verb, cmd, 0, true, incarnationGuard(r.in.Pid, r.in.StartTicks))
+	if pre == nil {
+		before := probeResult{alive: true, sample: proc.Sample{Pid: r.in.Pid, StartTicks: r.in.StartTicks}}
+		return r.endedByCommand(verb, f, first, before), true
+	}
+	r.probed = pre
+	return HostOpOutput{}, false
+}
+
 // toEnd probes the process an op that ends it (stop, kill) is to end. out
 // is the op's answer when there is nothing to end: a failed probe's, or
 // none running.
 func (r *opRun) toEnd(verb string) (probeResult, *HostOpOutput) {
-	p, f := r.probe(0, false)
+	p, f := r.firstProbe()
 	if f != nil {
 		out := failed(*f)
 		return p, &out
@@ -354,7 +403,13 @@ func (r *opRun) restart() HostOpOutput {
 		return r.startAndCheck("restart", commandFor(r.plat, "restart", r.spec))
 	}
 	// No restart_cmd: stop (if running), then start.
-	p, f := r.probe(0, false)
+	if out, ran := r.stopKnown("stop"); ran {
+		if out.Result.Code != proc.CodeSuccess {
+			return out
+		}
+		return r.startAndCheck("restart", commandFor(r.plat, "start", r.spec))
+	}
+	p, f := r.firstProbe()
 	if f != nil {
 		return failed(*f)
 	}

@@ -2,6 +2,7 @@ package activities
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -21,18 +22,45 @@ type checked struct {
 // record letter and a tab.
 const checkMarker = "__drover_check__"
 
+// guardMarker starts a guarded control script's output when its guard did
+// not hold: the probe follows it, and nothing was run.
+const guardMarker = "__drover_guard__"
+
+// startGuard runs a start with no probe first when the pid file names no
+// live process: no probe could then find it alive (guard_holds in
+// scripts/lib_probe.sh).
+const startGuard = "none"
+
+// incarnationGuard runs a stop with no probe first when the pid file still
+// names the incarnation an op or a poll found alive.
+func incarnationGuard(pid int, startTicks uint64) string {
+	return strconv.Itoa(pid) + " " + strconv.FormatUint(startTicks, 10)
+}
+
 // checkedControlScript is controlScript followed, in the same exec, by a
 // probe of pidFile after wait, when the command completed (with status 0,
 // or any status when anyExit): the post-check costs no SSH round trip of
-// its own (scripts/checked_control.sh).
-func checkedControlScript(m opMark, setupPath, cmd string, timeout time.Duration, n *noting, wait time.Duration, anyExit bool, pidFile string, host *hostKnown) transport.Command {
+// its own (scripts/checked_control.sh). With a guard, the probe before
+// the command shares the exec too: the command runs only as account and
+// when the guard holds.
+func checkedControlScript(m opMark, setupPath, cmd string, timeout time.Duration, n *noting, wait time.Duration, anyExit bool, pidFile string, host *hostKnown, guard, account string) transport.Command {
 	anyArg := "0"
 	if anyExit {
 		anyArg = "1"
 	}
 	args := append([]string{m.file, m.request}, controlArgs(setupPath, cmd, timeout, n)...)
 	args = append(args, anyArg, seconds(wait), pidFile)
-	return script("checked_control.sh", append(args, host.opArgs()...)...)
+	args = append(args, host.opArgs()...)
+	if guard != "" {
+		args = append(args, guard, account)
+	}
+	return script("checked_control.sh", args...)
+}
+
+// splitGuarded returns the probe a guarded control script printed when
+// its guard did not hold.
+func splitGuarded(out string) (probe string, stopped bool) {
+	return strings.CutPrefix(out, guardMarker+"\n")
 }
 
 // splitChecked cuts a checked control script's output into the control
@@ -52,42 +80,62 @@ func (r *opRun) controlThenCheck(verb, cmd string, wait time.Duration, anyExit b
 	if !r.plat.checksInControl() {
 		return r.runControl(verb, cmd), nil
 	}
+	f, c, _ := r.guardedControl(verb, cmd, wait, anyExit, "")
+	return f, c
+}
+
+// guardedControl is controlThenCheck with the op's probe before the
+// command in the same exec too, on a platform that checks in control:
+// with a guard that did not hold, nothing ran and pre is that probe.
+func (r *opRun) guardedControl(verb, cmd string, wait time.Duration, anyExit bool, guard string) (f *proc.HostResult, post, pre *checked) {
 	if r.a.Sleep != nil {
 		// Tests shorten waits in Go; the host then waits nothing.
 		if err := r.a.Sleep(r.ctx, wait); err != nil {
 			f := proc.Fail(proc.CodeTimeout, "post-check interrupted: %v", err)
-			return &f, nil
+			return &f, nil, nil
 		}
 		wait = 0
 	}
 	// The control part notes its process group, as runControl's does, so
 	// a cancelled task ends the command it started.
 	n := r.noting()
-	c := checkedControlScript(r.opMark(), r.spec.SetupPath, cmd, r.spec.OpTimeout, n, wait, anyExit, r.spec.PidPath, r.known())
+	c := checkedControlScript(r.opMark(), r.spec.SetupPath, cmd, r.spec.OpTimeout, n, wait, anyExit, r.spec.PidPath, r.known(), guard, r.spec.Account)
 	res, err := r.a.Runner.Run(r.ctx, r.host, r.command(c, r.spec.OpTimeout+15*time.Second+wait))
 	if err != nil {
 		r.endIfCancelled(n.pidFile())
 		f := transportFailure(err)
-		return &f, nil
+		return &f, nil, nil
+	}
+	if guard != "" {
+		if probe, stopped := splitGuarded(string(res.Stdout)); stopped {
+			p, pf := r.readProbe(res.ExitCode, probe, string(res.Stderr), false)
+			return nil, nil, &checked{p: p, f: pf}
+		}
 	}
 	ctl, probe, probed := splitChecked(string(res.Stdout))
 	o, complete := parseControl(ctl)
 	if !complete {
 		f := proc.Fail(proc.CodeCommandFailed, "%s command did not finish (exit %d): %s", verb, res.ExitCode, firstNonEmpty(o.Output, trim(string(res.Stderr))))
-		return &f, nil
+		return &f, nil, nil
 	}
-	f := controlFailure(verb, r.spec, o)
+	f = controlFailure(verb, r.spec, o)
 	if !probed || (f != nil && !anyExit) {
-		return f, nil
+		return f, nil, nil
 	}
 	p, pf := r.readProbe(res.ExitCode, probe, string(res.Stderr), false)
-	return f, &checked{p: p, f: pf}
+	return f, &checked{p: p, f: pf}, nil
 }
 
 // startAndCheck runs a start-like command, then checks the process stays
 // alive through the start-check window.
 func (r *opRun) startAndCheck(verb, cmd string) HostOpOutput {
 	f, first := r.controlThenCheck(verb, cmd, r.spec.StartCheck, false)
+	return r.startChecked(verb, f, first)
+}
+
+// startChecked judges a start-like command that ran: f is its failure,
+// first the check its exec made, if any.
+func (r *opRun) startChecked(verb string, f *proc.HostResult, first *checked) HostOpOutput {
 	if f != nil {
 		return r.withLog(failed(*f))
 	}
@@ -148,6 +196,12 @@ func (r *opRun) nextCheck(first **checked) (probeResult, *proc.HostResult) {
 // stays a failure: nothing is known of the outcome then.
 func (r *opRun) endByCommand(verb, cmd string, before probeResult) HostOpOutput {
 	f, first := r.controlThenCheck(verb, cmd, 0, true)
+	return r.endedByCommand(verb, f, first, before)
+}
+
+// endedByCommand judges an ending command that ran: f is its failure,
+// first the check its exec made, if any.
+func (r *opRun) endedByCommand(verb string, f *proc.HostResult, first *checked, before probeResult) HostOpOutput {
 	if f != nil && f.Code != proc.CodeCommandFailed {
 		return failed(*f)
 	}

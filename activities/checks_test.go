@@ -2,6 +2,7 @@ package activities
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"os/user"
@@ -39,10 +40,12 @@ func (r *recordingRunner) take() []string {
 	return out
 }
 
-// TestControlAndItsCheckShareOneExec: a start is a probe and one exec that
-// runs start_cmd, waits start_check and checks; a stop is a probe and one
-// exec that runs stop_cmd and checks, even when stop_cmd exits non-zero; a
-// start whose command fails neither waits nor checks.
+// TestControlAndItsCheckShareOneExec: a start is one exec that probes,
+// runs start_cmd when nothing runs, waits start_check and checks; a start
+// of a running process is that exec's probe alone. A stop is a probe and
+// one exec that runs stop_cmd and checks, even when stop_cmd exits
+// non-zero; one exec when the op knows the incarnation the pid file
+// still names. A start whose command fails neither waits nor checks.
 func TestControlAndItsCheckShareOneExec(t *testing.T) {
 	me, err := user.Current()
 	if err != nil {
@@ -70,14 +73,23 @@ func TestControlAndItsCheckShareOneExec(t *testing.T) {
 		StartCmd:   "echo " + checkMarker + "; ./svcprog 60 </dev/null >/dev/null 2>&1 & echo $! > svcprog.pid",
 		StopCmd:    "kill $(cat svcprog.pid); exit 3",
 		StartCheck: 100 * time.Millisecond, StopCheck: time.Second, OpTimeout: 30 * time.Second}
+	var known HostOpOutput
 	run := func(op proc.OpType, s proc.Spec) HostOpOutput {
 		t.Helper()
 		out, err := a.HostOp(context.Background(), HostOpInput{Op: op, Target: proc.Target{IP: "10.0.0.1"},
-			Process: proc.ProcessID{Namespace: "gse", Name: "svcprog"}, Spec: s})
+			Process: proc.ProcessID{Namespace: "gse", Name: "svcprog"}, Spec: s, Pid: known.Pid, StartTicks: known.StartTicks})
 		if err != nil {
 			t.Fatal(err)
 		}
 		return out
+	}
+	execs := func(what string, want int) []string {
+		t.Helper()
+		outs := runner.take()
+		if len(outs) != want {
+			t.Fatalf("%s: want %d exec(s), got %d: %q", what, want, len(outs), outs)
+		}
+		return outs
 	}
 
 	out := run(proc.OpStart, spec)
@@ -85,22 +97,42 @@ func TestControlAndItsCheckShareOneExec(t *testing.T) {
 	if !out.Alive || out.Pid == 0 {
 		t.Fatalf("start: the check saw no live process: %+v", out)
 	}
-	if outs := runner.take(); len(outs) != 2 || !strings.Contains(outs[1], "\n"+checkMarker+"\nH\t") {
-		t.Fatalf("start: want a probe, then start_cmd and its check in one exec; got %d execs: %q", len(outs), outs)
+	if outs := execs("start", 1); !strings.Contains(outs[0], "\n"+checkMarker+"\nH\t") {
+		t.Fatalf("start: want start_cmd and its check in the exec: %q", outs)
+	}
+
+	again := run(proc.OpStart, spec)
+	checkMessage(t, "start of a running process", again.Result, proc.CodeAlreadyRunning, fmt.Sprintf("pid %d", out.Pid))
+	if outs := execs("start of a running process", 1); !strings.HasPrefix(outs[0], guardMarker+"\n") || strings.Contains(outs[0], "__drover_rc__") {
+		t.Fatalf("start of a running process: want its probe alone, nothing run: %q", outs)
 	}
 
 	out = run(proc.OpStop, spec)
 	checkMessage(t, "stop", out.Result, proc.CodeSuccess, "process(svcprog) is gone, but the stop command exited 3")
-	if outs := runner.take(); len(outs) != 2 {
-		t.Fatalf("stop: want a probe, then stop_cmd and its check in one exec; got %d execs: %q", len(outs), outs)
+	execs("stop", 2)
+
+	// The op knows the incarnation: one exec, no probe before stop_cmd;
+	// one it no longer names (another start since) costs the probe again.
+	known = run(proc.OpStart, spec)
+	runner.take()
+	out = run(proc.OpStop, spec)
+	checkMessage(t, "stop of the known incarnation", out.Result, proc.CodeSuccess, "process(svcprog) is gone")
+	execs("stop of the known incarnation", 1)
+	run(proc.OpStart, spec)
+	runner.take()
+	out = run(proc.OpStop, spec)
+	checkMessage(t, "stop of a later incarnation", out.Result, proc.CodeSuccess, "process(svcprog) is gone")
+	if outs := execs("stop of a later incarnation", 2); !strings.HasPrefix(outs[0], guardMarker+"\n") {
+		t.Fatalf("stop of a later incarnation: want the guarded exec's probe first: %q", outs)
 	}
+	known = HostOpOutput{}
 
 	failing := spec
 	failing.StartCmd, failing.StartCheck = "echo cannot start; exit 4", time.Hour
 	out = run(proc.OpStart, failing)
 	checkMessage(t, "failing start", out.Result, proc.CodeCommandFailed, "start command exited 4: cannot start")
 	outs := runner.take()
-	if len(outs) != 2 || strings.Contains(outs[1], "\n"+checkMarker+"\n") {
+	if len(outs) != 1 || strings.Contains(outs[0], "\n"+checkMarker+"\n") {
 		t.Fatalf("failing start: its exec must end without waiting or checking; got %q", outs)
 	}
 }

@@ -125,6 +125,10 @@ func TestEveryScriptMessageIsOneLineWithRealValues(t *testing.T) {
 			[]string{`cmd_shell_ext "bat"`, "10.0.0.1 is reached over ssh"}},
 		{"probe as another account", proc.OpStatus, spec(dir, func(s *proc.Spec) { s.Account = "nobody-else" }), localRunner{},
 			proc.CodeSudoRefused, []string{`"nobody-else"`, me.Username}},
+		// The start's probe shares its exec: run as another account, it
+		// starts nothing (no "ran" file below).
+		{"start as another account", proc.OpStart, spec(dir, func(s *proc.Spec) { s.Account, s.StartCmd = "nobody-else", "touch ran" }), localRunner{},
+			proc.CodeSudoRefused, []string{`"nobody-else"`, me.Username}},
 		{"probe fails with lines", proc.OpStatus, spec(dir, nil),
 			localRunner{reply: &transport.Result{ExitCode: 2, Stderr: []byte("sh: 1: bad\nsecond line\n")}}, proc.CodeCommandFailed,
 			[]string{"probe exited 2: sh: 1: bad | second line"}},
@@ -137,6 +141,9 @@ func TestEveryScriptMessageIsOneLineWithRealValues(t *testing.T) {
 			t.Fatalf("%s: %v", c.name, err)
 		}
 		checkMessage(t, c.name, out.Result, c.code, c.wants...)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "ran")); err == nil {
+		t.Error("start as another account: its command ran")
 	}
 }
 

@@ -94,7 +94,12 @@ func (s *Simulated) Run(ctx context.Context, host inventory.Host, cmd Command) (
 	case "watch":
 		s.watch(&out, h, host.User, cmd.Args)
 	case "control", "checked_control":
-		a := padArgs(cmd.Args, 11)
+		a := padArgs(cmd.Args, 20)
+		if cmd.Name == "checked_control" && a[18] != "" && (a[19] != host.User || !h.guardHolds(a[18], a[10])) {
+			out.WriteString("__drover_guard__\n")
+			s.probe(&out, h, host.User, "0", []string{a[10], ""})
+			break
+		}
 		h.write(a[0], a[1])
 		rc := s.control(h, a[2], a[3])
 		fmt.Fprintf(&out, "\n__drover_rc__ rc=%d timeout=0\n", rc)
@@ -135,6 +140,19 @@ func (s *Simulated) host(h inventory.Host) *simHost {
 		s.hosts[key] = sh
 	}
 	return sh
+}
+
+// guardHolds is guard_holds of scripts/lib_probe.sh: "none" when
+// pidFile names no process, else "PID STARTTICKS" of the one it names.
+func (h *simHost) guardHolds(guard, pidFile string) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	pid, _ := strconv.Atoi(strings.TrimSpace(h.files[pidFile]))
+	p := h.procs[pid]
+	if p == nil {
+		return guard == "none"
+	}
+	return guard == fmt.Sprintf("%d %d", pid, p.start)
 }
 
 // ticks is the host's clock in clock ticks since boot.

@@ -12,8 +12,14 @@
 # startof PID prints the process's start time (field 22 of its stat): with
 # its pid, it names one process until a reboot, so a note is never taken
 # for a later process given the same pid.
-# shellcheck disable=SC2086 # the stat's fields, one word each
-startof() { st=$(cat "/proc/$1/stat" 2>/dev/null) || return 0; set -- ${st##*) }; echo "${20}"; }
+# The shell reads the stat itself; only a comm with a newline in it needs
+# cat.
+startof() {
+  s=; { IFS= read -r s < "/proc/$1/stat"; } 2>/dev/null || [ -n "$s" ] || return 0
+  case $s in *") "*) ;; *) s=$(cat "/proc/$1/stat" 2>/dev/null) || return 0 ;; esac
+  # shellcheck disable=SC2086 # the stat's fields, one word each
+  set -- ${s##*) }; echo "${20}"
+}
 
 # mark FILE REQUEST writes the op's marker, which tells an attempt run
 # again that this very op acted on the process; "" FILE writes none.
@@ -61,14 +67,17 @@ control() {
   p=$!
   if [ -n "$base" ]; then
     note=$base-$attempt.pid
-    rm -f "$note"; echo "$p $(startof "$p")" > "$note"; rmdir "$lock" 2>/dev/null
+    # A new file (noclobber: never through a link someone left), else the
+    # note a lost attempt of this number left is replaced.
+    { set -C; echo "$p $(startof "$p")" > "$note"; } 2>/dev/null || { rm -f "$note"; echo "$p $(startof "$p")" > "$note"; }
+    set +C; rmdir "$lock" 2>/dev/null; trap - EXIT
     [ -e "$base.cancelled" ] && kill -KILL -"$p" 2>/dev/null
   fi
   ( i=0; while [ $i -lt "$secs" ] && kill -0 "$p" 2>/dev/null; do sleep 1; i=$((i+1)); done
     if kill -0 "$p" 2>/dev/null; then : >"$out.timeout"; kill -KILL -"$p" 2>/dev/null || kill -KILL "$p" 2>/dev/null; fi ) </dev/null >/dev/null 2>&1 &
   wait "$p"; rc=$?
-  [ -z "$base" ] || rm -f "$note"
   t=0; [ -e "$out.timeout" ] && t=1
-  head -c 4096 "$out"; rm -f "$out" "$out.timeout"
+  [ ! -s "$out" ] || head -c 4096 "$out"
+  rm -f "$out" "$out.timeout" ${base:+"$note"}
   printf '\n__drover_rc__ rc=%d timeout=%d\n' "$rc" "$t"
 }

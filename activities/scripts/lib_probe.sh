@@ -19,8 +19,7 @@ probe_host() {
   bid=; { read -r bid < /proc/sys/kernel/random/boot_id; } 2>/dev/null
   if [ -n "$bid" ] && [ "$bid" = "${1-}" ]; then
     hz=$2 pg=$3 mem=$4 bt=$5 ncpu=$6 u=${7:-$(id -un)}
-    read -r _ c1 c2 c3 c4 c5 c6 c7 c8 c9 c10 _ < /proc/stat
-    t1=$((${c1:-0}+${c2:-0}+${c3:-0}+${c4:-0}+${c5:-0}+${c6:-0}+${c7:-0}+${c8:-0}+${c9:-0}+${c10:-0}))
+    ticks; t1=$tk
   else
     hz=$(getconf CLK_TCK 2>/dev/null); hz=${hz:-100}
     pg=$(getconf PAGESIZE 2>/dev/null); pg=${pg:-4096}
@@ -32,7 +31,12 @@ probe_host() {
   printf 'H\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$ncpu" "$hz" "${mem:-0}" "${bt:-0}" "${d%% *}" "${d#* }" "$pg" "$u" "$bid"
 }
 
-ticks() { awk '/^cpu /{s=0; for(i=2;i<=NF;i++) s+=$i; printf "%.0f", s; exit}' /proc/stat; }
+# ticks sets tk to the host's CPU ticks now, from the first line of
+# /proc/stat, read by the shell itself.
+ticks() {
+  read -r _ c1 c2 c3 c4 c5 c6 c7 c8 c9 c10 _ < /proc/stat
+  tk=$((${c1:-0}+${c2:-0}+${c3:-0}+${c4:-0}+${c5:-0}+${c6:-0}+${c7:-0}+${c8:-0}+${c9:-0}+${c10:-0}))
+}
 
 # statof PID sets st to /proc/PID/stat after the ") " that ends the comm
 # field; it fails when there is no such process.
@@ -52,6 +56,23 @@ pidin() {
   pid=; more=; { IFS= read -r pid; IFS= read -r more; } < "$1" 2>/dev/null
   case $pid in ''|*[!0-9]*|??????????*) pid= ;; esac
   [ -n "$pid" ] && [ -z "$more" ] || pid=$(head -c 64 "$1" 2>/dev/null | tr -cd '0-9' | cut -c1-9)
+}
+
+# guard_holds GUARD PIDFILE: whether an op guarded by GUARD may run its
+# command with no probe before it. "none" holds when PIDFILE names no live
+# process (no file, no pid in it, no such process, or a zombie): no probe
+# could find the process alive, so a start runs. "PID STARTTICKS" holds
+# when PIDFILE names that very incarnation, not a zombie: one an op or a
+# poll found alive, which a stop may end. Otherwise the op probes.
+guard_holds() {
+  pid=; [ ! -e "$2" ] || pidin "$2"
+  if [ -n "$pid" ] && statof "$pid"; then
+    # shellcheck disable=SC2086 # the stat's fields, one word each
+    set -- "$1" $st
+    if [ "$2" = Z ]; then [ "$1" = none ]; return; fi
+    [ "$1" = "$pid ${21}" ]; return
+  fi
+  [ "$1" = none ]
 }
 
 # probe_pids WINDOW N FILE KNOWN ... samples the N pid files, each followed
@@ -84,7 +105,7 @@ probe_pids() {
     i=$((i+1))
   done
   if [ "$window" != 0 ]; then
-    sleep "$window"; t2=$(ticks); i=0
+    sleep "$window"; ticks; t2=$tk; i=0
     while [ "$i" -lt "$n" ]; do
       eval "pid=\$pid$i"
       # shellcheck disable=SC2086 # the stat's fields, one word each
