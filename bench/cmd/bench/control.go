@@ -252,6 +252,9 @@ type floorControl struct {
 	hosts []*testbed.Host
 	conns *bareRunner
 	acts  *activities.Activities
+	// seen is the incarnation each host's last op found alive, which the
+	// next op is told, as a host workflow tells it.
+	seen map[string]activities.HostOpOutput
 }
 
 func (e *env) newFloorControl(hosts []*testbed.Host) (*floorControl, error) {
@@ -264,7 +267,10 @@ func (e *env) newFloorControl(hosts []*testbed.Host) (*floorControl, error) {
 		return nil, err
 	}
 	r := &bareRunner{cfg: cfg, conns: map[string]*bareConn{}}
-	return &floorControl{hosts: hosts, conns: r, acts: &activities.Activities{Inventory: inv, Runner: r}}, nil
+	if e.floorSeen == nil {
+		e.floorSeen = map[string]activities.HostOpOutput{}
+	}
+	return &floorControl{hosts: hosts, conns: r, acts: &activities.Activities{Inventory: inv, Runner: r}, seen: e.floorSeen}, nil
 }
 
 func (f *floorControl) close() { f.conns.close() }
@@ -273,16 +279,20 @@ func (f *floorControl) close() { f.conns.close() }
 // run of a floorControl dials (cold); later runs reuse the connections.
 func (f *floorControl) run(ctx context.Context, op proc.OpType) (float64, error) {
 	errs := make([]error, len(f.hosts))
+	outs := make([]activities.HostOpOutput, len(f.hosts))
 	began := time.Now()
 	var wg sync.WaitGroup
 	for i, h := range f.hosts {
+		seen := f.seen[h.IP]
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			out, err := f.acts.HostOp(ctx, activities.HostOpInput{
 				RequestID: "floor", Op: op, Target: proc.Target{IP: h.IP},
 				Process: proc.ProcessID{Namespace: ctlNS, Name: ctlName}, Spec: ctlSpec(),
+				Pid: seen.Pid, StartTicks: seen.StartTicks,
 			})
+			outs[i] = out
 			switch {
 			case err != nil:
 				errs[i] = err
@@ -296,6 +306,9 @@ func (f *floorControl) run(ctx context.Context, op proc.OpType) (float64, error)
 	for i, err := range errs {
 		if err != nil {
 			return 0, fmt.Errorf("floor: host %s: %w", f.hosts[i].IP, err)
+		}
+		if outs[i].Alive {
+			f.seen[f.hosts[i].IP] = outs[i]
 		}
 	}
 	return took, nil

@@ -14,6 +14,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/drover-sh/drover/activities"
+
 	"go.temporal.io/sdk/client"
 
 	"github.com/drover-sh/drover/gseapi"
@@ -67,6 +69,9 @@ type env struct {
 	// droverRuns are the phase breakdowns of drover's runs at s.hosts.
 	droverRuns []droverRun
 	floorConns floorPool
+	// floorSeen is, per host, the incarnation the floor's last control op
+	// found alive, as a host workflow keeps it for the next op.
+	floorSeen map[string]activities.HostOpOutput
 	// ctlRuns are the phase breakdowns of drover's control ops.
 	ctlRuns []droverCtlRun
 	// ctlProfiled: the control ops' CPU profile is written.
