@@ -65,17 +65,23 @@ control() {
   out=$(mktemp "${TMPDIR:-/tmp}/drover.XXXXXX" 2>/dev/null) || { printf '__drover_rc__ rc=98 timeout=0 setup=notemp\n'; exit 0; }
   setsid sh -c "$cmd" </dev/null >"$out" 2>&1 &
   p=$!
+  ps=$(startof "$p")
   if [ -n "$base" ]; then
     note=$base-$attempt.pid
     # A new file (noclobber: never through a link someone left), else the
     # note a lost attempt of this number left is replaced.
-    { set -C; echo "$p $(startof "$p")" > "$note"; } 2>/dev/null || { rm -f "$note"; echo "$p $(startof "$p")" > "$note"; }
+    { set -C; echo "$p $ps" > "$note"; } 2>/dev/null || { rm -f "$note"; echo "$p $ps" > "$note"; }
     set +C; rmdir "$lock" 2>/dev/null; trap - EXIT
     [ -e "$base.cancelled" ] && kill -KILL -"$p" 2>/dev/null
   fi
-  ( i=0; while [ $i -lt "$secs" ] && kill -0 "$p" 2>/dev/null; do sleep 1; i=$((i+1)); done
-    if kill -0 "$p" 2>/dev/null; then : >"$out.timeout"; kill -KILL -"$p" 2>/dev/null || kill -KILL "$p" 2>/dev/null; fi ) </dev/null >/dev/null 2>&1 &
+  # The watchdog knows the command by its pid and start time, and is
+  # stopped once the command is reaped: on a busy host a pid comes round
+  # again within seconds, and a group that took it is not this command's.
+  ( i=0; while [ $i -lt "$secs" ] && [ "$(startof "$p")" = "$ps" ]; do sleep 1; i=$((i+1)); done
+    if [ -n "$ps" ] && [ "$(startof "$p")" = "$ps" ]; then : >"$out.timeout"; kill -KILL -"$p" 2>/dev/null || kill -KILL "$p" 2>/dev/null; fi ) </dev/null >/dev/null 2>&1 &
+  wd=$!
   wait "$p"; rc=$?
+  kill "$wd" 2>/dev/null
   t=0; [ -e "$out.timeout" ] && t=1
   [ ! -s "$out" ] || head -c 4096 "$out"
   rm -f "$out" "$out.timeout" ${base:+"$note"}
