@@ -13,9 +13,11 @@
 # the script runs as ACCOUNT and GUARD holds for PIDFILE (guard_holds),
 # the command runs at once; otherwise nothing is run or written, and the
 # script prints "__drover_guard__" and that probe, for the op to judge.
+# Its probes report no clock: the op judges the process, not the host.
 # include: lib_control.sh
 # include: lib_probe.sh
-u=${18}
+# shellcheck disable=SC2034 # read by probe_host
+noclock=1 u=${18}
 if [ -n "${19-}" ]; then
   u=$(id -un)
   if [ "$u" != "${20-}" ] || ! guard_holds "${19}" "${11}"; then

@@ -46,16 +46,22 @@ control() {
   cd "$setup" 2>/dev/null || { printf '__drover_rc__ rc=97 timeout=0 setup=denied\n'; exit 0; }
   if [ -n "$base" ]; then
     lock=$base.lock
-    # A lock left by a script that died holding it is broken after 2 s.
-    k=0; until mkdir "$lock" 2>/dev/null; do k=$((k+1)); [ $k -lt 20 ] || { rmdir "$lock" 2>/dev/null; k=0; }; sleep 0.1; done
-    trap 'rmdir "$lock" 2>/dev/null' EXIT
+    # The lock is a file made with noclobber, by printf: no fork, and a
+    # failed redirection of a special builtin (:) would end the shell. A
+    # lock left by a script that died holding it is broken after 2 s, a
+    # file or, from a release before, a directory.
+    k=0; until { set -C; printf "" > "$lock"; } 2>/dev/null; do
+      k=$((k+1)); [ $k -lt 20 ] || { rm -f "$lock"; rmdir "$lock"; k=0; } 2>/dev/null; sleep 0.1
+    done
+    set +C
+    trap 'rm -f "$lock"' EXIT
     a=1
     while [ "$a" -le "$last" ]; do
       f=$base-$a.pid; a=$((a+1))
       [ -O "$f" ] || continue
       read -r q qs < "$f" 2>/dev/null; case "$q" in ''|*[!0-9]*) continue;; esac
       if [ "$q" -le 1 ] || [ -z "$qs" ] || [ "$(startof "$q")" != "$qs" ]; then continue; fi
-      rmdir "$lock" 2>/dev/null
+      rm -f "$lock"; trap - EXIT
       i=0; while [ $i -lt $((2 * secs)) ] && [ "$(startof "$q")" = "$qs" ]; do sleep 0.5; i=$((i+1)); done
       t=0; if [ "$(startof "$q")" = "$qs" ]; then t=1; kill -KILL -"$q" 2>/dev/null; fi
       echo "the command an earlier attempt of this op started was still running (process group $q): waited for it"
@@ -71,7 +77,7 @@ control() {
     # A new file (noclobber: never through a link someone left), else the
     # note a lost attempt of this number left is replaced.
     { set -C; echo "$p $ps" > "$note"; } 2>/dev/null || { rm -f "$note"; echo "$p $ps" > "$note"; }
-    set +C; rmdir "$lock" 2>/dev/null; trap - EXIT
+    set +C; rm -f "$lock"; trap - EXIT
     [ -e "$base.cancelled" ] && kill -KILL -"$p" 2>/dev/null
   fi
   # The watchdog knows the command by its pid and start time, and is
