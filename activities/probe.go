@@ -145,6 +145,8 @@ func ParseProbe(out string, n int) (proc.HostInfo, []proc.Sample, error) {
 				for len(argv) > 0 && argv[len(argv)-1] == "" {
 					argv = argv[:len(argv)-1]
 				}
+				// A repeated line replaces the whole command line.
+				s.Argv0, s.Argv1 = "", ""
 				if len(argv) > 0 {
 					s.Argv0 = argv[0]
 				}
