@@ -54,7 +54,7 @@ func checkedControlScript(m opMark, setupPath, cmd string, timeout time.Duration
 	if guard != "" {
 		args = append(args, guard, account)
 	}
-	return script("checked_control.sh", args...)
+	return bounded(script("checked_control.sh", args...))
 }
 
 // splitGuarded returns the probe a guarded control script printed when

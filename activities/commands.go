@@ -51,7 +51,7 @@ func controlArgs(setupPath, cmd string, timeout time.Duration, n *noting) []stri
 // shell) in setupPath, bounded by timeout, after writing m; with n, a task
 // op's, it notes the command (scripts/lib_control.sh).
 func controlScript(m opMark, setupPath, cmd string, timeout time.Duration, n *noting) transport.Command {
-	return script("control.sh", append([]string{m.file, m.request}, controlArgs(setupPath, cmd, timeout, n)...)...)
+	return bounded(script("control.sh", append([]string{m.file, m.request}, controlArgs(setupPath, cmd, timeout, n)...)...))
 }
 
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }

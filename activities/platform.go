@@ -122,7 +122,7 @@ func (l linuxPlatform) watchScript(entries []WatchEntry, health time.Duration, k
 			}
 		}
 	}
-	return script("watch.sh", args...)
+	return bounded(script("watch.sh", args...))
 }
 
 // sudoAccount is the account a check runs as through sudo, or "" when

@@ -26,7 +26,7 @@ func probeScript(pidPaths []string, window time.Duration, host *hostKnown) trans
 	for _, p := range pidPaths {
 		args = append(args, p, "")
 	}
-	return script("probe.sh", args...)
+	return bounded(script("probe.sh", args...))
 }
 
 // hostKnown is what a probe learned of a host that stays the same until

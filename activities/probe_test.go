@@ -129,6 +129,29 @@ func TestProbeMeasuresCurrentCPU(t *testing.T) {
 	}
 }
 
+// TestProbeCutsALongCommandLineAt4KiB: a command line of any length reads
+// back as its first 4096 bytes, argv intact up to the cut.
+func TestProbeCutsALongCommandLineAt4KiB(t *testing.T) {
+	for _, n := range []int{10, 4096, 6000} {
+		long := strings.Repeat("x", n)
+		p := exec.Command("sh", "-c", "sleep 300; :", long)
+		must(t, p.Start())
+		pidFile := filepath.Join(t.TempDir(), "long.pid")
+		must(t, os.WriteFile(pidFile, []byte(strconv.Itoa(p.Process.Pid)), 0o644))
+		_, samples, err := ParseProbe(runLocal(t, ProbeScript([]string{pidFile}, 0)), 1)
+		_ = p.Process.Signal(syscall.SIGKILL)
+		_ = p.Wait()
+		if err != nil {
+			t.Fatal(err)
+		}
+		full := "sh -c sleep 300; : " + long
+		want := full[:min(len(full), 4096)]
+		if s := samples[0]; s.Cmdline != want || s.Argv0 != "sh" || s.Argv1 != "-c" {
+			t.Fatalf("an argument of %d bytes: cmdline of %d bytes %.40q..., argv %q %q; want %d bytes", n, len(s.Cmdline), s.Cmdline, s.Argv0, s.Argv1, len(want))
+		}
+	}
+}
+
 func TestParseProbeRejectsNoise(t *testing.T) {
 	if _, _, err := ParseProbe("garbage\n", 1); err == nil {
 		t.Fatal("output without a host line must be an error")

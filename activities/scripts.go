@@ -46,6 +46,13 @@ func script(file string, args ...string) transport.Command {
 	return transport.Command{Name: strings.TrimSuffix(file, path.Ext(file)), Script: text, Args: args}
 }
 
+// bounded marks c as a script that ends by itself (transport.Command.Bounded):
+// one that only reads the host, or runs a command under its own watchdog.
+func bounded(c transport.Command) transport.Command {
+	c.Bounded = true
+	return c
+}
+
 // seconds is d as a script argument: seconds with millisecond precision,
 // "0" for none.
 func seconds(d time.Duration) string {

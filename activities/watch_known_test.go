@@ -89,7 +89,7 @@ func runWithOnly(t *testing.T, script transport.Command, cmds ...string) string 
 	cmd.Env = []string{"PATH=" + bin}
 	out, err := cmd.Output()
 	if err != nil {
-		t.Fatalf("poll failed: %v\n%s", err, script)
+		t.Fatalf("poll failed: %v\n%s %q", err, script.Name, script.Args)
 	}
 	return string(out)
 }

@@ -274,7 +274,7 @@ func (s *SSH) runOn(ctx context.Context, c *conn, loginUser string, cmd Command)
 	s.execs.Add(1)
 	started := make(chan error, 1)
 	var deadline time.Duration
-	if d, ok := ctx.Deadline(); ok {
+	if d, ok := ctx.Deadline(); ok && !cmd.Bounded {
 		deadline = time.Until(d) + watchdogGrace
 	}
 	go func() { started <- sess.Start(remoteCommand(loginUser, cmd, deadline)) }()

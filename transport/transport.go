@@ -43,6 +43,11 @@ type Command struct {
 	// Timeout bounds the whole command, including connecting. Zero means the
 	// caller's context alone bounds it.
 	Timeout time.Duration
+	// Bounded says the script ends by itself: it only reads the host, or
+	// bounds what it runs with a watchdog of its own. An SSH host then arms
+	// no watchdog for it, which would cost the host two processes more
+	// than a probe's own.
+	Bounded bool
 }
 
 // Result is what a finished command produced. A non-zero ExitCode is not an

@@ -15,6 +15,8 @@ for a; do
     [ -O "$n" ] || exit 0
     read -r p ps < "$n"; rm -f "$n"
     case "$p" in ''|*[!0-9]*) exit 0;; esac
-    [ "$p" -gt 1 ] && [ -n "$ps" ] && [ "$(startof "$p")" = "$ps" ] && kill -KILL -"$p" 2>/dev/null )
+    startof "$p"
+    # shellcheck disable=SC2154 # so is set by startof (lib_control.sh)
+    [ "$p" -gt 1 ] && [ -n "$ps" ] && [ "$so" = "$ps" ] && kill -KILL -"$p" 2>/dev/null )
 done
 exit 0

@@ -9,16 +9,16 @@
 # attempt started, OPFILES.lock is held while a command is started and
 # noted, and OPFILES.cancelled marks the op cancelled.
 
-# startof PID prints the process's start time (field 22 of its stat): with
-# its pid, it names one process until a reboot, so a note is never taken
-# for a later process given the same pid.
-# The shell reads the stat itself; only a comm with a newline in it needs
-# cat.
+# startof PID sets so to the process's start time (field 22 of its stat),
+# or to nothing when there is no such process: with its pid, it names one
+# process until a reboot, so a note is never taken for a later process
+# given the same pid. It always succeeds. The shell reads the stat itself,
+# in the caller's process; only a comm with a newline in it needs cat.
 startof() {
-  s=; { IFS= read -r s < "/proc/$1/stat"; } 2>/dev/null || [ -n "$s" ] || return 0
+  so=; s=; { IFS= read -r s < "/proc/$1/stat"; } 2>/dev/null || [ -n "$s" ] || return 0
   case $s in *") "*) ;; *) s=$(cat "/proc/$1/stat" 2>/dev/null) || return 0 ;; esac
   # shellcheck disable=SC2086 # the stat's fields, one word each
-  set -- ${s##*) }; echo "${20}"
+  set -- ${s##*) }; so=${20}
 }
 
 # mark FILE REQUEST writes the op's marker, which tells an attempt run
@@ -60,18 +60,24 @@ control() {
       f=$base-$a.pid; a=$((a+1))
       [ -O "$f" ] || continue
       read -r q qs < "$f" 2>/dev/null; case "$q" in ''|*[!0-9]*) continue;; esac
-      if [ "$q" -le 1 ] || [ -z "$qs" ] || [ "$(startof "$q")" != "$qs" ]; then continue; fi
+      startof "$q"
+      if [ "$q" -le 1 ] || [ -z "$qs" ] || [ "$so" != "$qs" ]; then continue; fi
       rm -f "$lock"; trap - EXIT
-      i=0; while [ $i -lt $((2 * secs)) ] && [ "$(startof "$q")" = "$qs" ]; do sleep 0.5; i=$((i+1)); done
-      t=0; if [ "$(startof "$q")" = "$qs" ]; then t=1; kill -KILL -"$q" 2>/dev/null; fi
+      i=0; while [ $i -lt $((2 * secs)) ] && startof "$q" && [ "$so" = "$qs" ]; do sleep 0.5; i=$((i+1)); done
+      t=0; startof "$q"; if [ "$so" = "$qs" ]; then t=1; kill -KILL -"$q" 2>/dev/null; fi
       echo "the command an earlier attempt of this op started was still running (process group $q): waited for it"
       printf '\n__drover_rc__ rc=0 timeout=%d\n' "$t"; exit 0
     done
   fi
-  out=$(mktemp "${TMPDIR:-/tmp}/drover.XXXXXX" 2>/dev/null) || { printf '__drover_rc__ rc=98 timeout=0 setup=notemp\n'; exit 0; }
+  # The output's file is new, made with noclobber (never through a link
+  # someone left); mktemp only when one of its name is there.
+  out=${TMPDIR:-/tmp}/drover-out.$$
+  { set -C; printf "" > "$out"; } 2>/dev/null ||
+    out=$(mktemp "${TMPDIR:-/tmp}/drover.XXXXXX" 2>/dev/null) || { set +C; printf '__drover_rc__ rc=98 timeout=0 setup=notemp\n'; exit 0; }
+  set +C
   setsid sh -c "$cmd" </dev/null >"$out" 2>&1 &
   p=$!
-  ps=$(startof "$p")
+  startof "$p"; ps=$so
   if [ -n "$base" ]; then
     note=$base-$attempt.pid
     # A new file (noclobber: never through a link someone left), else the
@@ -83,13 +89,15 @@ control() {
   # The watchdog knows the command by its pid and start time, and is
   # stopped once the command is reaped: on a busy host a pid comes round
   # again within seconds, and a group that took it is not this command's.
-  ( i=0; while [ $i -lt "$secs" ] && [ "$(startof "$p")" = "$ps" ]; do sleep 1; i=$((i+1)); done
-    if [ -n "$ps" ] && [ "$(startof "$p")" = "$ps" ]; then : >"$out.timeout"; kill -KILL -"$p" 2>/dev/null || kill -KILL "$p" 2>/dev/null; fi ) </dev/null >/dev/null 2>&1 &
+  # It exits 3 when it killed the command, deaf by then to the TERM that
+  # stops it once the command is reaped.
+  ( i=0; while [ $i -lt "$secs" ] && startof "$p" && [ "$so" = "$ps" ]; do sleep 1; i=$((i+1)); done
+    startof "$p"; trap '' TERM
+    if [ -n "$ps" ] && [ "$so" = "$ps" ] && { kill -KILL -"$p" || kill -KILL "$p"; }; then exit 3; fi ) </dev/null >/dev/null 2>&1 &
   wd=$!
   wait "$p"; rc=$?
-  kill "$wd" 2>/dev/null
-  t=0; [ -e "$out.timeout" ] && t=1
+  kill "$wd" 2>/dev/null; wait "$wd" 2>/dev/null; w=$?; t=0; [ "$w" != 3 ] || t=1
   [ ! -s "$out" ] || head -c 4096 "$out"
-  rm -f "$out" "$out.timeout" ${base:+"$note"}
+  rm -f "$out" ${base:+"$note"}
   printf '\n__drover_rc__ rc=%d timeout=%d\n' "$rc" "$t"
 }

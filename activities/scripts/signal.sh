@@ -18,8 +18,10 @@ mine=$(cut -d' ' -f5 /proc/$$/stat 2>/dev/null)
 if [ "$pg" -gt 1 ] && [ "$pg" != "$mine" ]; then kill -"$sig" -"$pg" 2>/dev/null || kill -"$sig" "$pid"; else kill -"$sig" "$pid"; fi
 # Waited for by pid and start time: a pid comes round again on a busy host.
 i=0
-while [ $i -lt "$half" ] && [ "$(startof "$pid")" = "$want" ]; do sleep 0.5; i=$((i+1)); done
-if [ "$half" -gt 0 ] && [ "$(startof "$pid")" = "$want" ]; then
+# shellcheck disable=SC2154 # so is set by startof (lib_control.sh)
+while [ $i -lt "$half" ] && startof "$pid" && [ "$so" = "$want" ]; do sleep 0.5; i=$((i+1)); done
+startof "$pid"
+if [ "$half" -gt 0 ] && [ "$so" = "$want" ]; then
   if [ "$pg" -gt 1 ] && [ "$pg" != "$mine" ]; then kill -KILL -"$pg" 2>/dev/null; fi
   kill -KILL "$pid" 2>/dev/null
 fi
