@@ -5,19 +5,18 @@ import (
 	"time"
 
 	"go.temporal.io/sdk/activity"
-
-	"github.com/drover-sh/drover/policies"
 )
 
+// heartbeatEvery is well under policies.HeartbeatTimeout.
+const heartbeatEvery = 2 * time.Second
+
 // keepAlive heartbeats while a host command runs, so a long control command
-// is not mistaken for a lost worker, as often as policies.HeartbeatEvery
-// says for the activity's heartbeat timeout. The returned stop ends it.
+// is not mistaken for a lost worker. The returned stop ends it.
 func keepAlive(ctx context.Context) (stop func()) {
 	if !activity.IsActivity(ctx) {
 		return func() {}
 	}
-	every := policies.HeartbeatEvery(activity.GetInfo(ctx).HeartbeatTimeout)
-	return Every(ctx, every, func() { activity.RecordHeartbeat(ctx) })
+	return Every(ctx, heartbeatEvery, func() { activity.RecordHeartbeat(ctx) })
 }
 
 // Every calls f every period, on a goroutine of its own, until the

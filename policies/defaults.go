@@ -79,23 +79,6 @@ const LocalOpBudget = 6 * time.Second
 // instead of after its full StartToClose.
 const HeartbeatTimeout = 10 * time.Second
 
-// HeartbeatThrottleMax caps how long the SDK holds an activity's heartbeat
-// before sending it. Left alone it sends one every 0.8 of the heartbeat
-// timeout, which leaves a loaded server a fifth of the timeout to record
-// it: an op's heartbeat is then late at 2 s, a batch's at 12 s, and a
-// batch that works is given up and run again. The ops worker's only:
-// watches keep the SDK's spacing, on which quiet supervision's cost is
-// sized.
-const HeartbeatThrottleMax = 5 * time.Second
-
-// HeartbeatEvery is how often an activity whose heartbeat timeout is t
-// records a heartbeat: four times within t, at most every 2 s. With
-// HeartbeatThrottleMax the server hears from it at least every
-// max(HeartbeatEvery(t), HeartbeatThrottleMax), so a heartbeat may be
-// late by half of an op's 10 s, or by three quarters of a batch's minute,
-// before its attempt is given up.
-func HeartbeatEvery(t time.Duration) time.Duration { return max(2*time.Second, t/4) }
-
 // ChunkSize is the most items one Operate workflow handles itself; larger
 // tasks split into child workflows of this size. It keeps each history far
 // from the server's event and size limits.

@@ -143,7 +143,6 @@ func StartWorker(cfg config.Config, logger *slog.Logger) (*Worker, error) {
 	}
 	w := worker.New(c, cfg.TaskQueue, worker.Options{
 		MaxConcurrentActivityExecutionSize: cfg.MaxConcurrentActivities,
-		MaxHeartbeatThrottleInterval:       policies.HeartbeatThrottleMax,
 		// With autoscaling the configured pollers are a ceiling: an idle
 		// worker keeps the fewest (every long poll is a request to the
 		// server, and quiet supervision has a budget of 1 request/s per
