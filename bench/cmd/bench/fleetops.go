@@ -74,6 +74,10 @@ type fleetOpsRun struct {
 	Ticks int
 	// The task's history and its first chunk's, in events and bytes.
 	TaskEvents, TaskBytes, ChunkEvents, ChunkBytes int
+	// RunAgain counts the batch activities (deliveries, status probes)
+	// of the task and its chunks that started more than once: an attempt
+	// given up, by a lost heartbeat or a timeout, and tried again.
+	RunAgain int
 	// Engine is the dev server's work during the op.
 	Engine engineUse
 	Err    string
@@ -320,27 +324,37 @@ func (e *env) fleetOpsReadBack(ctx context.Context, id string, n int, run *fleet
 	e.fleetOpsHistories(ctx, id, n, run)
 }
 
-// fleetOpsHistories measures a task's history and its first chunk's.
+// fleetOpsHistories measures a task's history and its first chunk's, and
+// counts the batches the task and its chunks ran again.
 func (e *env) fleetOpsHistories(ctx context.Context, id string, n int, run *fleetOpsRun) {
-	run.TaskEvents, run.TaskBytes = e.historySize(ctx, id)
+	run.TaskEvents, run.TaskBytes, run.RunAgain = e.historySize(ctx, id)
 	if n > policies.ChunkSize {
-		run.ChunkEvents, run.ChunkBytes = e.historySize(ctx, workflows.SplitChunkID(id, 0))
+		var again int
+		run.ChunkEvents, run.ChunkBytes, again = e.historySize(ctx, workflows.SplitChunkID(id, 0))
+		run.RunAgain += again
+		for k := 1; k*policies.ChunkSize < n; k++ {
+			_, _, again = e.historySize(ctx, workflows.SplitChunkID(id, k))
+			run.RunAgain += again
+		}
 	}
 }
 
-// historySize is a workflow's history in events and bytes; 0 when it
-// cannot be read.
-func (e *env) historySize(ctx context.Context, id string) (events, size int) {
+// historySize is a workflow's history in events and bytes, and how many
+// of its activities started more than once; 0 when it cannot be read.
+func (e *env) historySize(ctx context.Context, id string) (events, size, again int) {
 	it := e.client.GetWorkflowHistory(ctx, id, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
 	for it.HasNext() {
 		ev, err := it.Next()
 		if err != nil {
-			return events, size
+			return events, size, again
 		}
 		events++
 		size += proto.Size(ev)
+		if a := ev.GetActivityTaskStartedEventAttributes(); a != nil && a.GetAttempt() > 1 {
+			again++
+		}
 	}
-	return events, size
+	return events, size, again
 }
 
 func tailOf(s string, n int) string {

@@ -130,6 +130,7 @@ func fleetOpsMarkdown(r *fleetOpsResult, runErr error, machine []string) string 
 	}
 	w("| every op completes, every key its op's success | %s | all | %s |\n", fleetOpsEach(r, top, fleetOpsOps, func(z *fleetOpsRun) int { return z.Codes[proc.CodeSuccess] }), verdict(allOK))
 	w("| keys answered 9199 or 9105, any size | %d | 0 | %s |\n", busy, verdict(busy == 0))
+	w("| batches given up and run again (their hosts' answers kept) | %s | reported | |\n", fleetOpsEach(r, top, fleetOpsOps, func(z *fleetOpsRun) int { return z.RunAgain }))
 	w("| get_proc_operate_result returns every key | %s | %d | %s |\n", fleetOpsEach(r, top, fleetOpsOps, func(z *fleetOpsRun) int { return z.Keys }), top, verdict(allKeys))
 	w("| largest task or chunk history | %d events, %.2f MB | far below %d events, %d MB | %s |\n", maxEv, float64(maxBytes)/(1<<20),
 		historyEventLimit, historyByteLimit>>20, verdict(maxEv > 0 && maxEv < historyEventLimit/10 && maxBytes < historyByteLimit/10))
