@@ -17,6 +17,7 @@ for a; do
     case "$p" in ''|*[!0-9]*) exit 0;; esac
     startof "$p"
     # shellcheck disable=SC2154 # so is set by startof (lib_control.sh)
-    [ "$p" -gt 1 ] && [ -n "$ps" ] && [ "$so" = "$ps" ] && kill -KILL -"$p" 2>/dev/null )
+    # Before the command's setsid there is no group of its pid, only it.
+    [ "$p" -gt 1 ] && [ -n "$ps" ] && [ "$so" = "$ps" ] && { kill -KILL -"$p" || kill -KILL "$p"; } 2>/dev/null )
 done
 exit 0

@@ -84,7 +84,9 @@ control() {
     # note a lost attempt of this number left is replaced.
     { set -C; echo "$p $ps" > "$note"; } 2>/dev/null || { rm -f "$note"; echo "$p $ps" > "$note"; }
     set +C; rm -f "$lock"; trap - EXIT
-    [ -e "$base.cancelled" ] && kill -KILL -"$p" 2>/dev/null
+    # Until the command's setsid has run there is no group of its pid
+    # yet, and the command itself is all there is to kill.
+    [ -e "$base.cancelled" ] && { kill -KILL -"$p" || kill -KILL "$p"; } 2>/dev/null
   fi
   # The watchdog knows the command by its pid and start time, and is
   # stopped once the command is reaped: on a busy host a pid comes round
