@@ -131,6 +131,26 @@ func TestRunBasics(t *testing.T) {
 	}
 }
 
+// TestBoundedCommandArmsNoWatchdog: a command with a deadline gets the
+// host-side watchdog (a sleep in its session) unless it ends by itself.
+func TestBoundedCommandArmsNoWatchdog(t *testing.T) {
+	bed, hosts := newBed(t, 1)
+	s := newSSH(t, bed.KnownHostsPath)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	// Our own sleep has ended before pgrep looks for one in the session.
+	const sleeps = "sleep 0.3; pgrep -s 0 -x sleep || true"
+	for _, bounded := range []bool{false, true} {
+		res, err := s.Run(ctx, hosts[0], Command{Script: sleeps, Bounded: bounded})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if armed := strings.TrimSpace(string(res.Stdout)) != ""; armed == bounded {
+			t.Errorf("bounded %v: sleeps in the session %q, want a watchdog's only when not bounded", bounded, res.Stdout)
+		}
+	}
+}
+
 // TestSudoRefusedForNonRoot logs in as the app account, which may not sudo.
 func TestSudoRefusedForNonRoot(t *testing.T) {
 	bed, hosts := newBed(t, 1)
