@@ -17,7 +17,6 @@ for a; do
     case "$p" in ''|*[!0-9]*) exit 0;; esac
     startof "$p"
     # shellcheck disable=SC2154 # so is set by startof (lib_control.sh)
-    # Before the command's setsid there is no group of its pid, only it.
-    [ "$p" -gt 1 ] && [ -n "$ps" ] && [ "$so" = "$ps" ] && { kill -KILL -"$p" || kill -KILL "$p"; } 2>/dev/null )
+    [ "$p" -gt 1 ] && [ -n "$ps" ] && [ "$so" = "$ps" ] && killcmd "$p" )
 done
 exit 0

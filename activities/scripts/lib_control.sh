@@ -21,6 +21,11 @@ startof() {
   set -- ${s##*) }; so=${20}
 }
 
+# killcmd PID kills the command PID started with setsid, its process group;
+# until its setsid has run there is no such group, and the command itself
+# is all there is to kill.
+killcmd() { { kill -KILL -"$1" || kill -KILL "$1"; } 2>/dev/null; }
+
 # mark FILE REQUEST writes the op's marker, which tells an attempt run
 # again that this very op acted on the process; "" FILE writes none.
 mark() { [ -z "$1" ] || printf '%s' "$2" > "$1" 2>/dev/null; }
@@ -84,9 +89,7 @@ control() {
     # note a lost attempt of this number left is replaced.
     { set -C; echo "$p $ps" > "$note"; } 2>/dev/null || { rm -f "$note"; echo "$p $ps" > "$note"; }
     set +C; rm -f "$lock"; trap - EXIT
-    # Until the command's setsid has run there is no group of its pid
-    # yet, and the command itself is all there is to kill.
-    [ -e "$base.cancelled" ] && { kill -KILL -"$p" || kill -KILL "$p"; } 2>/dev/null
+    [ -e "$base.cancelled" ] && killcmd "$p"
   fi
   # The watchdog knows the command by its pid and start time, and is
   # stopped once the command is reaped: on a busy host a pid comes round
@@ -95,7 +98,7 @@ control() {
   # stops it once the command is reaped.
   ( i=0; while [ $i -lt "$secs" ] && startof "$p" && [ "$so" = "$ps" ]; do sleep 1; i=$((i+1)); done
     startof "$p"; trap '' TERM
-    if [ -n "$ps" ] && [ "$so" = "$ps" ] && { kill -KILL -"$p" || kill -KILL "$p"; }; then exit 3; fi ) </dev/null >/dev/null 2>&1 &
+    if [ -n "$ps" ] && [ "$so" = "$ps" ] && killcmd "$p"; then exit 3; fi ) </dev/null >/dev/null 2>&1 &
   wd=$!
   wait "$p"; rc=$?
   kill "$wd" 2>/dev/null; wait "$wd" 2>/dev/null; w=$?; t=0; [ "$w" != 3 ] || t=1
