@@ -61,7 +61,7 @@ func BenchmarkExecHostCPU(b *testing.B) {
 	} {
 		b.Run(c.name, func(b *testing.B) {
 			run(c.cmd)
-			busy0, self0 := busyCPU(b), selfCPU()
+			busy0, self0 := busyCPU(b, info.ClockTicks), selfCPU()
 			b.ResetTimer()
 			work := make(chan struct{}, b.N)
 			for range b.N {
@@ -83,15 +83,16 @@ func BenchmarkExecHostCPU(b *testing.B) {
 			// The watchdogs' sleeps, killed or ended, are reaped by now.
 			time.Sleep(1100 * time.Millisecond)
 			self := selfCPU() - self0
-			host := busyCPU(b) - busy0 - self
+			host := busyCPU(b, info.ClockTicks) - busy0 - self
 			b.ReportMetric(float64(host.Microseconds())/1000/float64(b.N), "host-ms/exec")
 			b.ReportMetric(float64(self.Microseconds())/1000/float64(b.N), "client-ms/exec")
 		})
 	}
 }
 
-// busyCPU is the machine's CPU time not idle since boot, from /proc/stat.
-func busyCPU(b *testing.B) time.Duration {
+// busyCPU is the machine's CPU time not idle since boot, from /proc/stat,
+// counted in hz ticks a second (the probe's USER_HZ).
+func busyCPU(b *testing.B, hz int) time.Duration {
 	raw, err := os.ReadFile("/proc/stat")
 	if err != nil {
 		b.Fatal(err)
@@ -105,7 +106,7 @@ func busyCPU(b *testing.B) time.Duration {
 		n, _ := strconv.ParseUint(v, 10, 64)
 		ticks += n
 	}
-	return time.Duration(ticks) * 10 * time.Millisecond // USER_HZ is 100 on Linux
+	return time.Duration(ticks) * time.Second / time.Duration(hz)
 }
 
 // selfCPU is this process's CPU time.

@@ -328,14 +328,12 @@ func (e *env) fleetOpsReadBack(ctx context.Context, id string, n int, run *fleet
 // counts the batches the task and its chunks ran again.
 func (e *env) fleetOpsHistories(ctx context.Context, id string, n int, run *fleetOpsRun) {
 	run.TaskEvents, run.TaskBytes, run.RunAgain = e.historySize(ctx, id)
-	if n > policies.ChunkSize {
-		var again int
-		run.ChunkEvents, run.ChunkBytes, again = e.historySize(ctx, workflows.SplitChunkID(id, 0))
-		run.RunAgain += again
-		for k := 1; k*policies.ChunkSize < n; k++ {
-			_, _, again = e.historySize(ctx, workflows.SplitChunkID(id, k))
-			run.RunAgain += again
+	for k := 0; n > policies.ChunkSize && k*policies.ChunkSize < n; k++ {
+		events, size, again := e.historySize(ctx, workflows.SplitChunkID(id, k))
+		if k == 0 {
+			run.ChunkEvents, run.ChunkBytes = events, size
 		}
+		run.RunAgain += again
 	}
 }
 
