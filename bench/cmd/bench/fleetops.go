@@ -78,6 +78,8 @@ type fleetOpsRun struct {
 	// of the task and its chunks that started more than once: an attempt
 	// given up, by a lost heartbeat or a timeout, and tried again.
 	RunAgain int
+	// Execs is the SSH execs the worker made during the op.
+	Execs int64
 	// Engine is the dev server's work during the op.
 	Engine engineUse
 	Err    string
@@ -136,14 +138,16 @@ func (e *env) fleetOps(ctx context.Context, f fleetOpsSettings) (*fleetOpsResult
 				return r, ctx.Err()
 			}
 			var run *fleetOpsRun
+			before := w.SSH.Stats().Execs
 			if op == "register" {
 				run = e.fleetOpsRegister(ctx, cfg.Inventory, items[n])
 			} else {
 				run = e.fleetOpsStarter(ctx, cfg.Inventory, op, n)
 			}
+			run.Execs = w.SSH.Stats().Execs - before
 			runs[op] = run
-			log.Printf("fleet-size ops: %s on %d identities: %s, codes %s, %d keys read back %s", op, n,
-				run.Took.Round(100*time.Millisecond), codeSummary(run.Codes, nil), run.Keys, run.Err)
+			log.Printf("fleet-size ops: %s on %d identities: %s, codes %s, %d keys read back, %.2f execs per identity %s", op, n,
+				run.Took.Round(100*time.Millisecond), codeSummary(run.Codes, nil), run.Keys, float64(run.Execs)/float64(n), run.Err)
 			if op == "register" {
 				// One register_proc_info body has one spec, so identities
 				// sharing an sshd host share its pid file; each is given

@@ -131,6 +131,11 @@ func fleetOpsMarkdown(r *fleetOpsResult, runErr error, machine []string) string 
 	w("| every op completes, every key its op's success | %s | all | %s |\n", fleetOpsEach(r, top, fleetOpsOps, func(z *fleetOpsRun) int { return z.Codes[proc.CodeSuccess] }), verdict(allOK))
 	w("| keys answered 9199 or 9105, any size | %d | 0 | %s |\n", busy, verdict(busy == 0))
 	w("| batches given up and run again (their hosts' answers kept) | %s | reported | |\n", fleetOpsEach(r, top, fleetOpsOps, func(z *fleetOpsRun) int { return z.RunAgain }))
+	if !r.simulated {
+		w("| SSH execs per host op (probes and commands, one session each) | %s | reported | |\n", fleetOpsEvery(r, top, fleetOpsOps[1:], func(z *fleetOpsRun) string {
+			return fmt.Sprintf("%.2f", float64(z.Execs)/float64(top))
+		}))
+	}
 	w("| get_proc_operate_result returns every key | %s | %d | %s |\n", fleetOpsEach(r, top, fleetOpsOps, func(z *fleetOpsRun) int { return z.Keys }), top, verdict(allKeys))
 	w("| largest task or chunk history | %d events, %.2f MB | far below %d events, %d MB | %s |\n", maxEv, float64(maxBytes)/(1<<20),
 		historyEventLimit, historyByteLimit>>20, verdict(maxEv > 0 && maxEv < historyEventLimit/10 && maxBytes < historyByteLimit/10))
@@ -180,10 +185,15 @@ func fleetOpsCodes(run *fleetOpsRun) string {
 
 // fleetOpsEach lists one figure of each op at n identities, as "op N".
 func fleetOpsEach(r *fleetOpsResult, n int, ops []string, figure func(*fleetOpsRun) int) string {
+	return fleetOpsEvery(r, n, ops, func(z *fleetOpsRun) string { return strconv.Itoa(figure(z)) })
+}
+
+// fleetOpsEvery is fleetOpsEach with a figure already written.
+func fleetOpsEvery(r *fleetOpsResult, n int, ops []string, figure func(*fleetOpsRun) string) string {
 	var parts []string
 	for _, op := range ops {
 		if z := r.Runs[n][op]; z != nil {
-			parts = append(parts, fmt.Sprintf("%s %d", op, figure(z)))
+			parts = append(parts, op+" "+figure(z))
 		}
 	}
 	return strings.Join(parts, ", ")
