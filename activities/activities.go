@@ -324,7 +324,7 @@ func (r *opRun) startProbed(p probeResult, f *proc.HostResult, cmd string) HostO
 }
 
 func (r *opRun) stop() HostOpOutput {
-	if out, ran := r.stopKnown("stop"); ran {
+	if out, ran, _ := r.stopKnown("stop", false); ran {
 		return out
 	}
 	p, out := r.toEnd("stop")
@@ -337,19 +337,28 @@ func (r *opRun) stop() HostOpOutput {
 // stopKnown stops, in one exec, the incarnation an op or a poll last found
 // alive, when the pid file still names it and stop_cmd ends it: ran is
 // false when it could not, and the op goes on from the exec's probe, if
-// it made one, as from its own.
-func (r *opRun) stopKnown(verb string) (out HostOpOutput, ran bool) {
+// it made one, as from its own. For a restart, once the stop has ended
+// the process, start_cmd runs and is checked in the same exec too:
+// restarted says it did, and out is then the restart's answer.
+func (r *opRun) stopKnown(verb string, restart bool) (out HostOpOutput, ran, restarted bool) {
 	cmd := commandFor(r.plat, "stop", r.spec)
 	if !r.plat.checksInControl() || cmd == "" || r.in.Pid <= 0 || r.in.StartTicks == 0 {
-		return HostOpOutput{}, false
+		return HostOpOutput{}, false, false
 	}
-	f, first, pre := r.guardedControl(verb, cmd, 0, true, incarnationGuard(r.in.Pid, r.in.StartTicks))
-	if pre == nil {
-		before := probeResult{alive: true, sample: proc.Sample{Pid: r.in.Pid, StartTicks: r.in.StartTicks}}
-		return r.endedByCommand(verb, f, first, before), true
+	x := controlExec{verb: verb, cmd: cmd, anyExit: true, guard: incarnationGuard(r.in.Pid, r.in.StartTicks)}
+	if restart {
+		x.then, x.thenWait = commandFor(r.plat, "start", r.spec), r.spec.StartCheck
 	}
-	r.probed = pre
-	return HostOpOutput{}, false
+	o := r.execControl(x)
+	switch {
+	case o.pre != nil:
+		r.probed = o.pre
+		return HostOpOutput{}, false, false
+	case o.then:
+		return r.startChecked("restart", o.f, o.post), true, true
+	}
+	before := probeResult{alive: true, sample: proc.Sample{Pid: r.in.Pid, StartTicks: r.in.StartTicks}}
+	return r.endedByCommand(verb, o.f, o.post, before), true, false
 }
 
 // toEnd probes the process an op that ends it (stop, kill) is to end. out
@@ -403,8 +412,8 @@ func (r *opRun) restart() HostOpOutput {
 		return r.startAndCheck("restart", commandFor(r.plat, "restart", r.spec))
 	}
 	// No restart_cmd: stop (if running), then start.
-	if out, ran := r.stopKnown("stop"); ran {
-		if out.Result.Code != proc.CodeSuccess {
+	if out, ran, restarted := r.stopKnown("stop", true); ran {
+		if restarted || out.Result.Code != proc.CodeSuccess {
 			return out
 		}
 		return r.startAndCheck("restart", commandFor(r.plat, "start", r.spec))

@@ -26,6 +26,14 @@ const checkMarker = "__drover_check__"
 // not hold: the probe follows it, and nothing was run.
 const guardMarker = "__drover_guard__"
 
+// thenMarker starts the output of a stop that ended its process and ran a
+// restart's start_cmd in the same exec: the start's output and check
+// follow. aloneMarker starts one that stopped there: the stop's follow.
+const (
+	thenMarker  = "__drover_then__"
+	aloneMarker = "__drover_alone__"
+)
+
 // startGuard runs a start with no probe first when the pid file names no
 // live process: no probe could then find it alive (guard_holds in
 // scripts/lib_probe.sh).
@@ -37,22 +45,46 @@ func incarnationGuard(pid int, startTicks uint64) string {
 	return strconv.Itoa(pid) + " " + strconv.FormatUint(startTicks, 10)
 }
 
-// checkedControlScript is controlScript followed, in the same exec, by a
-// probe of pidFile after wait, when the command completed (with status 0,
-// or any status when anyExit): the post-check costs no SSH round trip of
-// its own (scripts/checked_control.sh). With a guard, the probe before
-// the command shares the exec too: the command runs only as account and
-// when the guard holds.
-func checkedControlScript(m opMark, setupPath, cmd string, timeout time.Duration, n *noting, wait time.Duration, anyExit bool, pidFile string, host *hostKnown, guard, account string) transport.Command {
+// controlExec is one exec of checked_control.sh: a control command and,
+// on a platform that can, its post-check after wait (with status 0, or any
+// status when anyExit). With a guard, the op's probe before the command
+// shares the exec too, and the command runs only as the spec's account
+// when the guard holds. With then (a guarded stop's), a restart's
+// start_cmd runs in the same exec once the stop has ended the process,
+// and is checked after thenWait.
+type controlExec struct {
+	verb, cmd string
+	wait      time.Duration
+	anyExit   bool
+	guard     string
+	then      string
+	thenWait  time.Duration
+}
+
+// execOutcome is what a controlExec's exec told: f is the command's
+// failure, post the check after it, when made; pre the probe of a guard
+// that did not hold (nothing ran). When then ran, f and post are its.
+type execOutcome struct {
+	f         *proc.HostResult
+	post, pre *checked
+	then      bool
+}
+
+// checkedControlScript is x as a script: the post-check costs no SSH round
+// trip of its own (scripts/checked_control.sh).
+func checkedControlScript(m opMark, setupPath string, timeout time.Duration, n *noting, pidFile string, host *hostKnown, account string, x controlExec) transport.Command {
 	anyArg := "0"
-	if anyExit {
+	if x.anyExit {
 		anyArg = "1"
 	}
-	args := append([]string{m.file, m.request}, controlArgs(setupPath, cmd, timeout, n)...)
-	args = append(args, anyArg, seconds(wait), pidFile)
+	args := append([]string{m.file, m.request}, controlArgs(setupPath, x.cmd, timeout, n)...)
+	args = append(args, anyArg, seconds(x.wait), pidFile)
 	args = append(args, host.opArgs()...)
-	if guard != "" {
-		args = append(args, guard, account)
+	if x.guard != "" {
+		args = append(args, x.guard, account)
+		if x.then != "" {
+			args = append(args, x.then, seconds(x.thenWait))
+		}
 	}
 	return bounded(script("checked_control.sh", args...))
 }
@@ -88,42 +120,66 @@ func (r *opRun) controlThenCheck(verb, cmd string, wait time.Duration, anyExit b
 // command in the same exec too, on a platform that checks in control:
 // with a guard that did not hold, nothing ran and pre is that probe.
 func (r *opRun) guardedControl(verb, cmd string, wait time.Duration, anyExit bool, guard string) (f *proc.HostResult, post, pre *checked) {
+	o := r.execControl(controlExec{verb: verb, cmd: cmd, wait: wait, anyExit: anyExit, guard: guard})
+	return o.f, o.post, o.pre
+}
+
+// execControl runs x in one exec and reads what it told.
+func (r *opRun) execControl(x controlExec) execOutcome {
 	if r.a.Sleep != nil {
 		// Tests shorten waits in Go; the host then waits nothing.
-		if err := r.a.Sleep(r.ctx, wait); err != nil {
-			f := proc.Fail(proc.CodeTimeout, "post-check interrupted: %v", err)
-			return &f, nil, nil
+		for _, w := range []*time.Duration{&x.wait, &x.thenWait} {
+			if err := r.a.Sleep(r.ctx, *w); err != nil {
+				f := proc.Fail(proc.CodeTimeout, "post-check interrupted: %v", err)
+				return execOutcome{f: &f}
+			}
+			*w = 0
 		}
-		wait = 0
 	}
 	// The control part notes its process group, as runControl's does, so
 	// a cancelled task ends the command it started.
 	n := r.noting()
-	c := checkedControlScript(r.opMark(), r.spec.SetupPath, cmd, r.spec.OpTimeout, n, wait, anyExit, r.spec.PidPath, r.known(), guard, r.spec.Account)
-	res, err := r.a.Runner.Run(r.ctx, r.host, r.command(c, r.spec.OpTimeout+15*time.Second+wait))
+	c := checkedControlScript(r.opMark(), r.spec.SetupPath, r.spec.OpTimeout, n, r.spec.PidPath, r.known(), r.spec.Account, x)
+	bound := r.spec.OpTimeout + 15*time.Second + x.wait
+	if x.then != "" {
+		bound += r.spec.OpTimeout + x.thenWait
+	}
+	res, err := r.a.Runner.Run(r.ctx, r.host, r.command(c, bound))
 	if err != nil {
 		r.endIfCancelled(n.pidFile())
 		f := transportFailure(err)
-		return &f, nil, nil
+		return execOutcome{f: &f}
 	}
-	if guard != "" {
-		if probe, stopped := splitGuarded(string(res.Stdout)); stopped {
+	out := string(res.Stdout)
+	if x.guard != "" {
+		if probe, stopped := splitGuarded(out); stopped {
 			p, pf := r.readProbe(res.ExitCode, probe, string(res.Stderr), false)
-			return nil, nil, &checked{p: p, f: pf}
+			return execOutcome{pre: &checked{p: p, f: pf}}
 		}
 	}
-	ctl, probe, probed := splitChecked(string(res.Stdout))
-	o, complete := parseControl(ctl)
-	if !complete {
-		f := proc.Fail(proc.CodeCommandFailed, "%s command did not finish (exit %d): %s", verb, res.ExitCode, firstNonEmpty(o.Output, trim(string(res.Stderr))))
-		return &f, nil, nil
+	var o execOutcome
+	verb, anyExit := x.verb, x.anyExit
+	if x.then != "" {
+		if rest, ran := strings.CutPrefix(out, thenMarker+"\n"); ran {
+			out, o.then, verb, anyExit = rest, true, "restart", false
+		} else {
+			out, _ = strings.CutPrefix(out, aloneMarker+"\n")
+		}
 	}
-	f = controlFailure(verb, r.spec, o)
-	if !probed || (f != nil && !anyExit) {
-		return f, nil, nil
+	ctl, probe, probed := splitChecked(out)
+	ran, complete := parseControl(ctl)
+	if !complete {
+		f := proc.Fail(proc.CodeCommandFailed, "%s command did not finish (exit %d): %s", verb, res.ExitCode, firstNonEmpty(ran.Output, trim(string(res.Stderr))))
+		o.f = &f
+		return o
+	}
+	o.f = controlFailure(verb, r.spec, ran)
+	if !probed || (o.f != nil && !anyExit) {
+		return o
 	}
 	p, pf := r.readProbe(res.ExitCode, probe, string(res.Stderr), false)
-	return f, &checked{p: p, f: pf}, nil
+	o.post = &checked{p: p, f: pf}
+	return o
 }
 
 // startAndCheck runs a start-like command, then checks the process stays

@@ -19,13 +19,13 @@ import (
 
 // recordingRunner runs scripts locally and keeps what each exec printed.
 type recordingRunner struct {
-	localRunner
+	transport.Runner
 	mu   sync.Mutex
 	outs []string
 }
 
 func (r *recordingRunner) Run(ctx context.Context, h inventory.Host, cmd transport.Command) (transport.Result, error) {
-	res, err := r.localRunner.Run(ctx, h, cmd)
+	res, err := r.Runner.Run(ctx, h, cmd)
 	r.mu.Lock()
 	r.outs = append(r.outs, string(res.Stdout))
 	r.mu.Unlock()
@@ -65,7 +65,7 @@ func TestControlAndItsCheckShareOneExec(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	runner := &recordingRunner{}
+	runner := &recordingRunner{Runner: localRunner{}}
 	a := &Activities{Inventory: inv, Runner: runner}
 	spec := proc.Spec{ProcName: "svcprog", SetupPath: dir, PidPath: pidFile, Account: me.Username, AutoType: proc.AutoResident,
 		// The command prints the marker itself: only the script's own
@@ -124,6 +124,37 @@ func TestControlAndItsCheckShareOneExec(t *testing.T) {
 	checkMessage(t, "stop of a later incarnation", out.Result, proc.CodeSuccess, "process(svcprog) is gone")
 	if outs := execs("stop of a later incarnation", 2); !strings.HasPrefix(outs[0], guardMarker+"\n") {
 		t.Fatalf("stop of a later incarnation: want the guarded exec's probe first: %q", outs)
+	}
+
+	// A restart of the known incarnation is one exec: stop_cmd, then,
+	// the process gone, start_cmd and its check.
+	known = run(proc.OpStart, spec)
+	runner.take()
+	out = run(proc.OpRestart, spec)
+	checkMessage(t, "restart of the known incarnation", out.Result, proc.CodeSuccess)
+	if !out.Alive || out.Pid == 0 || out.Pid == known.Pid {
+		t.Fatalf("restart: want a new live incarnation after pid %d, got %+v", known.Pid, out)
+	}
+	if outs := execs("restart of the known incarnation", 1); !strings.HasPrefix(outs[0], thenMarker+"\n") || !strings.Contains(outs[0], "\n"+checkMarker+"\nH\t") {
+		t.Fatalf("restart: want the stop, the start and its check in one exec: %q", outs)
+	}
+	// A stop that leaves it running ends the restart in the stop's
+	// check: nothing is started.
+	known = out
+	stubborn := spec
+	stubborn.StopCmd = "true"
+	out = run(proc.OpRestart, stubborn)
+	checkMessage(t, "restart whose stop leaves it running", out.Result, proc.CodePostCheck, "still alive", fmt.Sprintf("pid %d", known.Pid))
+	if outs := execs("restart whose stop leaves it running", 2); !strings.HasPrefix(outs[0], aloneMarker+"\n") || strings.Contains(outs[0], thenMarker) {
+		t.Fatalf("restart whose stop leaves it running: want the stop's exec alone: %q", outs)
+	}
+	// A start that fails after the stop answers the start's failure.
+	noStart := spec
+	noStart.StartCmd = "echo cannot start; exit 4"
+	out = run(proc.OpRestart, noStart)
+	checkMessage(t, "restart whose start fails", out.Result, proc.CodeCommandFailed, "restart command exited 4: cannot start")
+	if outs := execs("restart whose start fails", 1); !strings.HasPrefix(outs[0], thenMarker+"\n") || strings.Contains(outs[0], checkMarker+"\nH") {
+		t.Fatalf("restart whose start fails: want one exec, unchecked: %q", outs)
 	}
 	known = HostOpOutput{}
 

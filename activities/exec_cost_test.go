@@ -57,7 +57,7 @@ func BenchmarkExecHostCPU(b *testing.B) {
 		{"true", transport.Command{Script: "true"}},
 		{"op-probe", probeScript([]string{"/data/live.pid"}, 0, known)},
 		{"status-probe", probeScript([]string{"/data/live.pid"}, 300*time.Millisecond, known)},
-		{"guarded-start", checkedControlScript(opMark{}, "/data", "true", 10*time.Second, nil, 0, false, "/data/none.pid", known, startGuard, info.User)},
+		{"guarded-start", checkedControlScript(opMark{}, "/data", 10*time.Second, nil, "/data/none.pid", known, info.User, controlExec{cmd: "true", guard: startGuard})},
 	} {
 		b.Run(c.name, func(b *testing.B) {
 			run(c.cmd)

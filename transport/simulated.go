@@ -102,9 +102,21 @@ func (s *Simulated) Run(ctx context.Context, host inventory.Host, cmd Command) (
 		}
 		h.write(a[0], a[1])
 		rc := s.control(h, a[2], a[3])
+		wait, checks := a[9], rc == 0 || a[8] == "1"
+		if then := padArgs(cmd.Args, 22)[20]; cmd.Name == "checked_control" && then != "" {
+			// A restart's start follows its stop in this exec once the
+			// stop has ended the process.
+			if !checks || !h.guardHolds("none", a[10]) {
+				out.WriteString("__drover_alone__\n")
+			} else {
+				out.WriteString("__drover_then__\n")
+				rc = s.control(h, a[2], then)
+				wait, checks = padArgs(cmd.Args, 22)[21], rc == 0
+			}
+		}
 		fmt.Fprintf(&out, "\n__drover_rc__ rc=%d timeout=0\n", rc)
-		if cmd.Name == "checked_control" && (rc == 0 || a[8] == "1") {
-			if secs, _ := strconv.ParseFloat(a[9], 64); secs > 0 {
+		if cmd.Name == "checked_control" && checks {
+			if secs, _ := strconv.ParseFloat(wait, 64); secs > 0 {
 				if err := simSleep(ctx, time.Duration(secs*float64(time.Second))); err != nil {
 					return Result{}, &Error{Kind: KindTimeout, Host: host.IP, Err: err}
 				}
