@@ -236,6 +236,9 @@ const (
 	// to its task as they come: each wakes the task, so they are few,
 	// and a task's progress is per host, not per batch.
 	DeliverReportEvery = time.Second
+	// AnswersReportBudget bounds how long a batch tries to send its last
+	// answers to its task, on a server too loaded to take them.
+	AnswersReportBudget = time.Minute
 	// DeliverGrace is how long past a request's deadline the engine is
 	// still tried; the host refuses it as too late anyway.
 	DeliverGrace = time.Minute

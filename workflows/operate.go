@@ -119,17 +119,40 @@ func (op *operation) runStatus(ctx workflow.Context) {
 		RetryPolicy:            &temporal.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: 10 * time.Second},
 	})
 	sel := workflow.NewSelector(ctx)
-	inFlight := 0
+	var b *batches
+	if closesOnAnswers(ctx) {
+		b = newBatches(len(op.in.Items))
+	}
+	// open counts the batches not yet done: with b, a batch is done once
+	// its items are answered, by its AnswersSignal, or its activity ends.
+	open := 0
+	if b != nil {
+		sel.AddReceive(workflow.GetSignalChannel(ctx, AnswersSignal), func(c workflow.ReceiveChannel, _ bool) {
+			var replies []HostReply
+			c.Receive(ctx, &replies)
+			open -= op.takeAnswers(replies, b)
+		})
+	}
 	for start := 0; start < len(op.in.Items); start += policies.StatusBatch {
-		if inFlight >= policies.MaxInFlight {
+		if b == nil && open >= policies.MaxInFlight {
 			sel.Select(ctx)
-			inFlight--
+			open--
+		}
+		for b != nil && open >= policies.MaxInFlight {
+			sel.Select(ctx)
 		}
 		end := min(start+policies.StatusBatch, len(op.in.Items))
 		fut := workflow.ExecuteActivity(actx, op.batchActivity(), StatusInput{TaskID: op.in.TaskID, Items: op.in.Items[start:end], Offset: op.in.Offset + start})
-		inFlight++
+		open++
 		first, last := start, end
+		batch := -1
+		if b != nil {
+			batch = b.add(span(first, last))
+		}
 		sel.AddFuture(fut, func(f workflow.Future) {
+			if b != nil && b.ended(batch) {
+				open--
+			}
 			var replies []HostReply
 			if err := f.Get(ctx, &replies); err != nil {
 				for i := first; i < last; i++ {
@@ -138,14 +161,27 @@ func (op *operation) runStatus(ctx workflow.Context) {
 				}
 				return
 			}
-			for _, r := range replies {
-				op.set(r.Index-op.in.Offset, r.Result)
-			}
+			op.takeAnswers(replies, nil)
 		})
 	}
-	for ; inFlight > 0; inFlight-- {
+	if b == nil {
+		for ; open > 0; open-- {
+			sel.Select(ctx)
+		}
+		return
+	}
+	for open > 0 {
 		sel.Select(ctx)
 	}
+}
+
+// span is the indexes from first up to last.
+func span(first, last int) []int {
+	out := make([]int, 0, last-first)
+	for i := first; i < last; i++ {
+		out = append(out, i)
+	}
+	return out
 }
 
 // batchActivity is the activity each batch of a read task runs: the host
@@ -157,12 +193,14 @@ func (op *operation) batchActivity() string {
 	return StatusActivity
 }
 
-func (op *operation) set(i int, r proc.HostResult) {
+// set records item i's answer; false for a duplicate or stray reply.
+func (op *operation) set(i int, r proc.HostResult) bool {
 	if i < 0 || i >= len(op.results) || op.results[i].Code != proc.CodeRunning {
-		return // a duplicate or stray reply
+		return false
 	}
 	op.results[i] = r
 	op.done++
+	return true
 }
 
 // pendingChunk is chunk n's items, each pending.

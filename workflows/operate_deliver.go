@@ -19,6 +19,13 @@ func (op *operation) runDelivered(ctx workflow.Context) {
 	deadlines := policies.TaskDeadlines(issued, op.in.Op, op.in.Items, op.in.Total)
 	cancels := workflow.GetSignalChannel(ctx, CancelSignal)
 	sel := workflow.NewSelector(ctx)
+	var b *batches
+	if closesOnAnswers(ctx) {
+		b = newBatches(len(op.in.Items))
+	}
+	// pending counts the batches not yet done: with b, a batch is done
+	// once its items are answered, by its AnswersSignal, or its activity
+	// ends.
 	pending := 0
 	for _, idx := range policies.HostBatches(op.in.Items, policies.DeliverBatch) {
 		in := DeliverInput{TaskID: op.in.TaskID, Op: op.in.Op, Manage: op.in.Manage, Files: op.in.Files}
@@ -36,8 +43,14 @@ func (op *operation) runDelivered(ctx workflow.Context) {
 		})
 		batch := idx
 		pending++
+		n := -1
+		if b != nil {
+			n = b.add(idx)
+		}
 		sel.AddFuture(workflow.ExecuteActivity(actx, DeliverActivity, in), func(f workflow.Future) {
-			pending--
+			if b == nil || b.ended(n) {
+				pending--
+			}
 			var replies []HostReply
 			if err := f.Get(ctx, &replies); err != nil {
 				for _, i := range batch {
@@ -57,9 +70,7 @@ func (op *operation) runDelivered(ctx workflow.Context) {
 	sel.AddReceive(workflow.GetSignalChannel(ctx, AnswersSignal), func(c workflow.ReceiveChannel, _ bool) {
 		var replies []HostReply
 		c.Receive(ctx, &replies)
-		for _, r := range replies {
-			op.set(r.Index-op.in.Offset, r.Result)
-		}
+		pending -= op.takeAnswers(replies, b)
 	})
 	for pending > 0 {
 		sel.Select(ctx)

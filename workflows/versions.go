@@ -19,25 +19,26 @@ import "go.temporal.io/sdk/workflow"
 
 // Change ids, one per guarded change.
 const (
-	VersionUpdateRegisters    = "update-registers"
-	VersionChunkedStatus      = "chunked-status"
-	VersionChunkedOutcome     = "chunked-outcome"
-	VersionConfigFiles        = "config-files"
-	VersionRequestDeadline    = "request-deadline"
-	VersionCrashBackoff       = "crash-backoff"
-	VersionUnhealthyStopStart = "unhealthy-stop-start"
-	VersionCrontabZone        = "crontab-zone"
-	VersionWatchQueue         = "watch-queue"
-	VersionWatchShard         = "watch-shard"
-	VersionCancelTask         = "cancel-task"
-	VersionRegistryMemo       = "registry-memo"
-	VersionRenewSignal        = "renew-signal"
-	VersionTaskOpAttempts     = "task-op-attempts"
-	VersionDeliverUpdates     = "deliver-updates"
-	VersionTaskOpLocal        = "task-op-local"
-	VersionRegistrySpecs      = "registry-specs"
-	VersionArmLocal           = "arm-local"
-	VersionFileOpCancels      = "file-op-cancels"
+	VersionUpdateRegisters     = "update-registers"
+	VersionChunkedStatus       = "chunked-status"
+	VersionChunkedOutcome      = "chunked-outcome"
+	VersionConfigFiles         = "config-files"
+	VersionRequestDeadline     = "request-deadline"
+	VersionCrashBackoff        = "crash-backoff"
+	VersionUnhealthyStopStart  = "unhealthy-stop-start"
+	VersionCrontabZone         = "crontab-zone"
+	VersionWatchQueue          = "watch-queue"
+	VersionWatchShard          = "watch-shard"
+	VersionCancelTask          = "cancel-task"
+	VersionRegistryMemo        = "registry-memo"
+	VersionRenewSignal         = "renew-signal"
+	VersionTaskOpAttempts      = "task-op-attempts"
+	VersionDeliverUpdates      = "deliver-updates"
+	VersionTaskOpLocal         = "task-op-local"
+	VersionRegistrySpecs       = "registry-specs"
+	VersionArmLocal            = "arm-local"
+	VersionFileOpCancels       = "file-op-cancels"
+	VersionAnswersCloseBatches = "answers-close-batches"
 )
 
 // Change is one entry of the ledger.
@@ -98,6 +99,10 @@ var Ledger = []Change{
 		"a host arms its shard with a local activity (an activity)", "watchshard.go armShard"},
 	{19, VersionFileOpCancels, HostWorkflowName,
 		"a task's cancel ends its file op while it runs (once the op had ended)", "files.go runFiles"},
+	{20, VersionAnswersCloseBatches, OperateWorkflowName,
+		"a batch is done once its AnswersSignal has answered every item, its activity's end not awaited " +
+			"(only its end counted, so a completion the server lost cost a heartbeat timeout and a retry)",
+		"operate.go runStatus, operate_deliver.go runDelivered"},
 }
 
 // LedgerGen is the newest change's Gen. A host workflow run begun on a

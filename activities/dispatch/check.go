@@ -18,9 +18,9 @@ import (
 func (d *Dispatcher) Check(ctx context.Context, in workflows.StatusInput) ([]workflows.HostReply, error) {
 	defer activities.KeepAlive(ctx)()
 	registries := newRegistryCache(ctx, d.Client, d.DataConverter, batchHosts(in.Items))
-	return answerEach(ctx, in, func(it proc.Item) proc.HostResult {
+	return d.signalled(ctx)(answerEach(ctx, in, func(it proc.Item) proc.HostResult {
 		return d.checkOne(ctx, registries, it.Target)
-	})
+	}))
 }
 
 // checkOne checks one host for its login and the accounts of its

@@ -2,8 +2,11 @@ package dispatch
 
 import (
 	"context"
+	"errors"
 	"sync"
+	"time"
 
+	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/workflow"
 
@@ -31,16 +34,44 @@ func (r *reporter) add(a workflows.HostReply) {
 }
 
 // run sends what came in, every policies.DeliverReportEvery, until the
-// returned stop. A signal that fails is not tried again: the batch's
-// result carries every answer anyway.
+// returned stop, which sends what is left (tried again for up to
+// policies.AnswersReportBudget): with every answer signalled, the task is
+// done with the batch whether or not its completion reaches the server.
+// A periodic signal that fails is not tried again: the next, or the
+// batch's result, carries its answers.
 func (r *reporter) run(ctx context.Context) (stop func()) {
-	return activities.Every(ctx, policies.DeliverReportEvery, func() {
-		r.mu.Lock()
-		batch := r.new
-		r.new = nil
-		r.mu.Unlock()
-		if len(batch) > 0 {
+	stopEvery := activities.Every(ctx, policies.DeliverReportEvery, func() {
+		if batch := r.take(); len(batch) > 0 {
 			_ = r.c.SignalWorkflow(ctx, r.task.ID, r.task.RunID, workflows.AnswersSignal, batch)
 		}
 	})
+	return func() {
+		stopEvery()
+		if batch := r.take(); len(batch) > 0 {
+			signalAnswers(ctx, r.c, r.task, batch)
+		}
+	}
+}
+
+func (r *reporter) take() []workflows.HostReply {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	batch := r.new
+	r.new = nil
+	return batch
+}
+
+// signalAnswers sends a batch's answers to its task, trying again while
+// a loaded server does not take them, for up to
+// policies.AnswersReportBudget or until ctx ends.
+func signalAnswers(ctx context.Context, c client.Client, task workflow.Execution, replies []workflows.HostReply) {
+	ctx, cancel := context.WithTimeout(ctx, policies.AnswersReportBudget)
+	defer cancel()
+	for wait := time.Second; ; wait = min(2*wait, 5*time.Second) {
+		err := c.SignalWorkflow(ctx, task.ID, task.RunID, workflows.AnswersSignal, replies)
+		var nf *serviceerror.NotFound
+		if err == nil || errors.As(err, &nf) || sleepCtx(ctx, wait) != nil {
+			return
+		}
+	}
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"log"
+	"os"
+	"path/filepath"
 	"sort"
 	"strings"
 	"time"
@@ -53,6 +55,9 @@ func (e *env) ctlBreakdown(ctx context.Context, began time.Time, took time.Durat
 	phases := make([]hostPhases, len(hosts))
 	errs := eachHost(hosts, func(i int, h *testbed.Host) error {
 		evs, err := e.history(ctx, workflows.HostWorkflowID(proc.HostID{IP: h.IP}))
+		if dir := os.Getenv("BENCH_DUMP_HISTORY"); err == nil && dir != "" && i < 3 {
+			dumpHistory(filepath.Join(dir, fmt.Sprintf("%02d-%s-%d.txt", len(e.ctlRuns), r.Op, i)), evs, start)
+		}
 		if err == nil {
 			phases[i], err = hostOpPhases(evs, id+"#", start)
 		}
@@ -159,4 +164,18 @@ func hostOpPhases(evs []*historypb.HistoryEvent, prefix string, start time.Time)
 	}
 	p.taken, p.ran, p.answered = took.Sub(start).Seconds(), done.Sub(took).Seconds(), answered.Sub(done).Seconds()
 	return p, nil
+}
+
+// dumpHistory writes a host's events from 10 s before start, one a line,
+// with their time from start: BENCH_DUMP_HISTORY, a look at one op.
+func dumpHistory(path string, evs []*historypb.HistoryEvent, start time.Time) {
+	var b strings.Builder
+	for _, ev := range evs {
+		t := ev.GetEventTime().AsTime()
+		if t.Before(start.Add(-10 * time.Second)) {
+			continue
+		}
+		fmt.Fprintf(&b, "%+8.3f %s\n", t.Sub(start).Seconds(), ev.GetEventType())
+	}
+	_ = os.WriteFile(path, []byte(b.String()), 0o644)
 }

@@ -125,11 +125,13 @@ func (e *env) fleetOps(ctx context.Context, f fleetOpsSettings) (*fleetOpsResult
 	if !f.simulated {
 		cfg.MaxSessionsPerHost = f.sessions
 	}
+	cfg.MetricsListen = "127.0.0.1:0"
 	w, err := cli.StartWorker(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err != nil {
 		return r, err
 	}
 	defer w.Stop()
+	log.Printf("fleet-size ops: the worker's metrics at http://%s/metrics", w.MetricsAddr)
 	for _, n := range f.sizes {
 		runs := map[string]*fleetOpsRun{}
 		r.Runs[n] = runs

@@ -52,6 +52,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
@@ -233,6 +234,7 @@ func main() {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	dumpOnSignal(s.out)
 	if err := run(ctx, s); err != nil {
 		log.Fatal(err)
 	}
@@ -359,4 +361,24 @@ func sqlitePragmas() []string {
 		return nil
 	}
 	return []string{"journal_mode=wal", "synchronous=normal"}
+}
+
+// dumpOnSignal writes every goroutine's stack to DIR/goroutines-TIME.txt
+// on SIGUSR1: what the bench's worker waits on when a run stalls.
+func dumpOnSignal(dir string) {
+	ch := make(chan os.Signal, 1)
+	signal.Notify(ch, syscall.SIGUSR1)
+	go func() {
+		for range ch {
+			path := filepath.Join(dir, "goroutines-"+time.Now().Format("150405")+".txt")
+			f, err := os.Create(path)
+			if err != nil {
+				log.Printf("goroutine dump: %v", err)
+				continue
+			}
+			_ = pprof.Lookup("goroutine").WriteTo(f, 2)
+			_ = f.Close()
+			log.Printf("goroutines written to %s", path)
+		}
+	}()
 }
