@@ -2,9 +2,11 @@ package activities
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/temporal"
 )
 
 // heartbeatEvery is well under policies.HeartbeatTimeout.
@@ -71,4 +73,37 @@ func StopOnWorkerStop(ctx context.Context) (_ context.Context, stopping func() b
 			return false
 		}
 	}, cancel
+}
+
+// OutlastLostHeartbeats derives a context that the SDK's end of an attempt
+// whose heartbeat a loaded server did not take (it then presumes the
+// attempt timed out) does not end: a batch that only reads hosts or waits
+// on them goes on, and its answers reach its task by signal whatever the
+// server made of the attempt. A cancel the workflow asked for, the
+// attempt's deadline and the returned release still end it.
+func OutlastLostHeartbeats(ctx context.Context) (context.Context, func()) {
+	if !activity.IsActivity(ctx) {
+		return context.WithCancel(ctx)
+	}
+	return outlast(ctx, activity.GetInfo(ctx).Deadline)
+}
+
+// outlast is OutlastLostHeartbeats with the attempt's deadline.
+func outlast(ctx context.Context, deadline time.Time) (context.Context, func()) {
+	out, cancel := context.WithDeadline(context.WithoutCancel(ctx), deadline)
+	stop := context.AfterFunc(ctx, func() {
+		if !presumedLost(context.Cause(ctx)) {
+			cancel()
+		}
+	})
+	return out, func() { stop(); cancel() }
+}
+
+// presumedLost reports whether an attempt's context ended by cause only
+// because the SDK presumed the attempt lost (a heartbeat the server did
+// not take, or no longer knew): not by a cancel the workflow asked for,
+// nor by the attempt's deadline.
+func presumedLost(cause error) bool {
+	var asked *temporal.CanceledError
+	return !errors.As(cause, &asked) && !errors.Is(cause, context.DeadlineExceeded)
 }

@@ -234,8 +234,11 @@ const (
 	DeliverRetryMax   = 5 * time.Second
 	// DeliverReportEvery spaces the signals that carry a batch's answers
 	// to its task as they come: each wakes the task, so they are few,
-	// and a task's progress is per host, not per batch.
-	DeliverReportEvery = time.Second
+	// and a task's progress is per host, not per batch. A chunk has ten
+	// batches: at 1 s its workflow took ten signals a second, each a
+	// workflow task, and at 10,000 hosts the server, busy with that one
+	// workflow, timed out the batches' heartbeats and completions.
+	DeliverReportEvery = 5 * time.Second
 	// AnswersReportBudget bounds how long a batch tries to send its last
 	// answers to its task, on a server too loaded to take them.
 	AnswersReportBudget = time.Minute

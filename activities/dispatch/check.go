@@ -16,6 +16,8 @@ import (
 // accounts each host is checked for come from the specs memos its host
 // workflow publishes, read with one listing per batch.
 func (d *Dispatcher) Check(ctx context.Context, in workflows.StatusInput) ([]workflows.HostReply, error) {
+	ctx, outlast := activities.OutlastLostHeartbeats(ctx)
+	defer outlast()
 	defer activities.KeepAlive(ctx)()
 	registries := newRegistryCache(ctx, d.Client, d.DataConverter, batchHosts(in.Items))
 	return d.signalled(ctx)(answerEach(ctx, in, func(it proc.Item) proc.HostResult {

@@ -29,6 +29,8 @@ var deliverSlots = make(chan struct{}, policies.DeliverInFlight)
 // whole, and an update sent again is answered from what its host kept,
 // never run twice.
 func (d *Dispatcher) Deliver(ctx context.Context, in workflows.DeliverInput) ([]workflows.HostReply, error) {
+	ctx, outlast := activities.OutlastLostHeartbeats(ctx)
+	defer outlast()
 	defer activities.KeepAlive(ctx)()
 	// A stopping worker hands the wait back: the host workflows that would
 	// answer may run on this worker, and a retry's updates are answered

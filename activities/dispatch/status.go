@@ -21,6 +21,8 @@ import (
 // engine's cost per host small. Registered specs are read from the host
 // workflows' memos, with one listing per batch.
 func (d *Dispatcher) Status(ctx context.Context, in workflows.StatusInput) ([]workflows.HostReply, error) {
+	ctx, outlast := activities.OutlastLostHeartbeats(ctx)
+	defer outlast()
 	// Heartbeat while registries are read, too: the listing, or a host
 	// read by query, can outlast the heartbeat timeout before any probe
 	// (which heartbeats) has begun.
@@ -84,11 +86,12 @@ func answerEach(ctx context.Context, in workflows.StatusInput, answer func(proc.
 		})
 	}
 	_ = g.Wait()
-	// A batch whose own context ended (its task was cancelled, or its
-	// heartbeats stopped reaching a loaded server and the SDK gave the
-	// attempt up) answers nothing: the reads it cut short are not the
-	// hosts' failures, and a retry, which a read allows, answers them.
-	// A hung host is bounded by its own probe's deadline, not by this.
+	// A batch whose own context ended (its task was cancelled, its
+	// deadline passed) answers nothing: the reads it cut short are not
+	// the hosts' failures, and a retry, which a read allows, answers them.
+	// A heartbeat a loaded server did not take no longer ends it
+	// (activities.OutlastLostHeartbeats). A hung host is bounded by its
+	// own probe's deadline, not by this.
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}

@@ -71,6 +71,8 @@ type ctlMeasure map[string]*measure
 // controlCompare runs start, restart and stop on the first n hosts with
 // every tool, runs times, and returns the timings per op.
 func (e *env) controlCompare(ctx context.Context, n, runs int) (map[string]ctlMeasure, error) {
+	defer func(was time.Duration) { e.cfg.SuperviseInterval = was }(e.cfg.SuperviseInterval)
+	e.cfg.SuperviseInterval = ctlInterval
 	hosts := e.bed.Hosts[:n]
 	if err := e.prepareControl(ctx, hosts); err != nil {
 		return nil, err

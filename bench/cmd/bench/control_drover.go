@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/drover-sh/drover/gseapi"
+	"github.com/drover-sh/drover/internal/config"
 	"github.com/drover-sh/drover/internal/testbed"
 	"github.com/drover-sh/drover/proc"
 )
@@ -52,11 +53,15 @@ type droverCtlRun struct {
 // reading this long after an op has all of it.
 const metricsLag = 2 * time.Second
 
+// ctlInterval is the control part's supervision interval: drover's
+// default, as shipped (the supervision part measures supInterval).
+var ctlInterval = config.Defaults().SuperviseInterval
+
 // ctlSettle is how long after a control op's answer its engine work is
 // counted: the control part's hosts are supervised, as drover ships, and
 // the watch an op started again has by then polled once and sent its
 // first heartbeat.
-const ctlSettle = supInterval + metricsLag
+var ctlSettle = ctlInterval + metricsLag
 
 // droverControl runs `starter api` with body on hosts for op name, checks
 // every host answered want, and measures the run. The control ops (start,

@@ -83,7 +83,7 @@ func (r *report) controlMarkdown(b *strings.Builder) {
 		col.add(run.Op, run.Engine, run.Hosts)
 	}
 	window := fmt.Sprintf("%s after its answer (the hosts are supervised, as drover ships: by then the watch the op started again has polled once, at the %s interval, and sent its first heartbeat; the window also holds supervision's steady heartbeats, about one per host per 40 s)",
-		ctlSettle, supInterval)
+		ctlSettle, ctlInterval)
 	writesMarkdown(b, "### Engine writes per host op", window, []*writesColumn{col})
 }
 

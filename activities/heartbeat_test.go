@@ -1,0 +1,48 @@
+package activities
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/sdk/temporal"
+)
+
+// TestOutlastLostHeartbeats: the SDK's end of an attempt whose heartbeat a
+// loaded server did not take leaves a batch running; a cancel the workflow
+// asked for, or the attempt's deadline, ends it.
+func TestOutlastLostHeartbeats(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		err  error
+		lost bool
+	}{
+		{"heartbeat not taken", serviceerror.NewDeadlineExceeded("context deadline exceeded"), true},
+		{"attempt no longer known", serviceerror.NewNotFound("invalid activityID or activity already timed out"), true},
+		{"cancel asked for", temporal.NewCanceledError(), false},
+		{"attempt's deadline", context.DeadlineExceeded, false},
+	} {
+		if got := presumedLost(tc.err); got != tc.lost {
+			t.Errorf("%s: presumed lost %v, want %v", tc.name, got, tc.lost)
+		}
+	}
+
+	parent, cancel := context.WithCancelCause(context.Background())
+	ctx, release := outlast(parent, time.Now().Add(time.Hour))
+	defer release()
+	cancel(temporal.NewCanceledError())
+	select {
+	case <-ctx.Done():
+	case <-time.After(10 * time.Second):
+		t.Fatal("a cancel asked for did not end the batch")
+	}
+
+	ctx, release = outlast(context.Background(), time.Now().Add(10*time.Millisecond))
+	defer release()
+	<-ctx.Done()
+	if !errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		t.Fatalf("past the deadline: %v", ctx.Err())
+	}
+}
