@@ -5,8 +5,8 @@ import (
 	"errors"
 	"time"
 
+	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/activity"
-	"go.temporal.io/sdk/temporal"
 )
 
 // heartbeatEvery is well under policies.HeartbeatTimeout.
@@ -76,11 +76,11 @@ func StopOnWorkerStop(ctx context.Context) (_ context.Context, stopping func() b
 }
 
 // OutlastLostHeartbeats derives a context that the SDK's end of an attempt
-// whose heartbeat a loaded server did not take (it then presumes the
-// attempt timed out) does not end: a batch that only reads hosts or waits
-// on them goes on, and its answers reach its task by signal whatever the
-// server made of the attempt. A cancel the workflow asked for, the
-// attempt's deadline and the returned release still end it.
+// whose heartbeat a loaded server did not take in time does not end: a
+// batch that only reads hosts or waits on them goes on, and its answers
+// reach its task by signal whatever the server made of the attempt. A
+// cancel the task asked for, a server that no longer knows the attempt,
+// the attempt's deadline and the returned release still end it.
 func OutlastLostHeartbeats(ctx context.Context) (context.Context, func()) {
 	if !activity.IsActivity(ctx) {
 		return context.WithCancel(ctx)
@@ -100,10 +100,16 @@ func outlast(ctx context.Context, deadline time.Time) (context.Context, func()) 
 }
 
 // presumedLost reports whether an attempt's context ended by cause only
-// because the SDK presumed the attempt lost (a heartbeat the server did
-// not take, or no longer knew): not by a cancel the workflow asked for,
-// nor by the attempt's deadline.
+// because the SDK presumed the attempt lost: a heartbeat a loaded server
+// did not take in time. A cancel the task asked for, the attempt's
+// deadline, and a server that no longer knows the attempt (it timed out,
+// or its task ended: terminated, say) end it.
 func presumedLost(cause error) bool {
-	var asked *temporal.CanceledError
-	return !errors.As(cause, &asked) && !errors.Is(cause, context.DeadlineExceeded)
+	if errors.Is(cause, context.DeadlineExceeded) {
+		return false
+	}
+	var late *serviceerror.DeadlineExceeded
+	var busy *serviceerror.ResourceExhausted
+	var down *serviceerror.Unavailable
+	return errors.As(cause, &late) || errors.As(cause, &busy) || errors.As(cause, &down)
 }

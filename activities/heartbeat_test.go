@@ -20,7 +20,8 @@ func TestOutlastLostHeartbeats(t *testing.T) {
 		lost bool
 	}{
 		{"heartbeat not taken", serviceerror.NewDeadlineExceeded("context deadline exceeded"), true},
-		{"attempt no longer known", serviceerror.NewNotFound("invalid activityID or activity already timed out"), true},
+		{"server busy", serviceerror.NewResourceExhausted(0, "workflow is busy"), true},
+		{"attempt no longer known", serviceerror.NewNotFound("invalid activityID or activity already timed out"), false},
 		{"cancel asked for", temporal.NewCanceledError(), false},
 		{"attempt's deadline", context.DeadlineExceeded, false},
 	} {
