@@ -11,8 +11,9 @@ import (
 )
 
 // TestOutlastLostHeartbeats: the SDK's end of an attempt whose heartbeat a
-// loaded server did not take leaves a batch running; a cancel the workflow
-// asked for, or the attempt's deadline, ends it.
+// loaded server did not take in time leaves a batch running; a server that
+// no longer knows the attempt, a cancel the workflow asked for, or the
+// attempt's deadline ends it.
 func TestOutlastLostHeartbeats(t *testing.T) {
 	for _, tc := range []struct {
 		name string

@@ -121,18 +121,15 @@ func StatusProbeTimeout(opTimeout time.Duration) time.Duration {
 // slow registry read before them.
 const StatusBatchDeadline = DefaultOpTimeout + 30*time.Second
 
-// StatusHeartbeatTimeout is a status batch's heartbeat timeout: a batch
-// only reads, so one given up is tried again at no risk, and a loaded
-// server that answers heartbeats late must not give up batches that work.
-// The SDK sends a heartbeat at most once a minute (0.8 of the timeout,
-// capped at 60 s), so this leaves a loaded server a minute to record it;
-// at 1 minute the margin was 12 s, and a 10,000-host status lost about one
-// batch in five to it, each probed again in full.
-const StatusHeartbeatTimeout = BatchHeartbeatTimeout
-
 // BatchHeartbeatTimeout is the heartbeat timeout of an activity that works
-// on a batch of hosts (status probes, deliveries): a minute more than the
-// SDK's longest spacing of heartbeats, 60 s. A batch lost with its worker
+// on a batch of hosts (status probes, deliveries). A batch only reads or
+// waits on hosts, which run their ops whatever becomes of it, so one given
+// up is tried again at no risk, and a loaded server that answers heartbeats
+// late must not give up batches that work. The SDK sends a heartbeat at
+// most once a minute (0.8 of the timeout, capped at 60 s), so this leaves
+// the server a minute to record it; at 1 minute the margin was 12 s, and a
+// 10,000-host start had 174 of its 200 batches given up, and a status one
+// in five, each probed again in full. A batch lost with its worker
 // is tried again after it.
 const BatchHeartbeatTimeout = 2 * time.Minute
 
@@ -223,11 +220,6 @@ const (
 	// DeliverInFlight the updates one worker has in flight.
 	DeliverParallel = 256
 	DeliverInFlight = 1000
-	// DeliverHeartbeatTimeout is generous: a batch only waits on hosts,
-	// which run their ops whatever becomes of it, and one given up by a
-	// loaded server is retried whole (at 1 minute, a 10,000-host start
-	// had 174 of its 200 batches given up).
-	DeliverHeartbeatTimeout = BatchHeartbeatTimeout
 	// DeliverRetryFirst and DeliverRetryMax space the tries of one update
 	// the engine did not take.
 	DeliverRetryFirst = 200 * time.Millisecond

@@ -94,7 +94,7 @@ func (s *Simulated) Run(ctx context.Context, host inventory.Host, cmd Command) (
 	case "watch":
 		s.watch(&out, h, host.User, cmd.Args)
 	case "control", "checked_control":
-		a := padArgs(cmd.Args, 20)
+		a := padArgs(cmd.Args, 22)
 		if cmd.Name == "checked_control" && a[18] != "" && (a[19] != host.User || !h.guardHolds(a[18], a[10])) {
 			out.WriteString("__drover_guard__\n")
 			s.probe(&out, h, host.User, "0", []string{a[10], ""})
@@ -103,15 +103,15 @@ func (s *Simulated) Run(ctx context.Context, host inventory.Host, cmd Command) (
 		h.write(a[0], a[1])
 		rc := s.control(h, a[2], a[3])
 		wait, checks := a[9], rc == 0 || a[8] == "1"
-		if then := padArgs(cmd.Args, 22)[20]; cmd.Name == "checked_control" && then != "" {
+		if cmd.Name == "checked_control" && a[20] != "" {
 			// A restart's start follows its stop in this exec once the
 			// stop has ended the process.
 			if !checks || !h.guardHolds("none", a[10]) {
 				out.WriteString("__drover_alone__\n")
 			} else {
 				out.WriteString("__drover_then__\n")
-				rc = s.control(h, a[2], then)
-				wait, checks = padArgs(cmd.Args, 22)[21], rc == 0
+				rc = s.control(h, a[2], a[20])
+				wait, checks = a[21], rc == 0
 			}
 		}
 		fmt.Fprintf(&out, "\n__drover_rc__ rc=%d timeout=0\n", rc)

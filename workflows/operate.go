@@ -115,7 +115,7 @@ func (op *operation) runStatus(ctx workflow.Context) {
 	actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 		StartToCloseTimeout:    policies.StatusBatchDeadline,
 		ScheduleToCloseTimeout: limit,
-		HeartbeatTimeout:       policies.StatusHeartbeatTimeout,
+		HeartbeatTimeout:       policies.BatchHeartbeatTimeout,
 		RetryPolicy:            &temporal.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: 10 * time.Second},
 	})
 	sel := workflow.NewSelector(ctx)
@@ -134,11 +134,7 @@ func (op *operation) runStatus(ctx workflow.Context) {
 		})
 	}
 	for start := 0; start < len(op.in.Items); start += policies.StatusBatch {
-		if b == nil && open >= policies.MaxInFlight {
-			sel.Select(ctx)
-			open--
-		}
-		for b != nil && open >= policies.MaxInFlight {
+		for open >= policies.MaxInFlight {
 			sel.Select(ctx)
 		}
 		end := min(start+policies.StatusBatch, len(op.in.Items))
@@ -150,7 +146,7 @@ func (op *operation) runStatus(ctx workflow.Context) {
 			batch = b.add(span(first, last))
 		}
 		sel.AddFuture(fut, func(f workflow.Future) {
-			if b != nil && b.ended(batch) {
+			if b == nil || b.ended(batch) {
 				open--
 			}
 			var replies []HostReply
@@ -163,12 +159,6 @@ func (op *operation) runStatus(ctx workflow.Context) {
 			}
 			op.takeAnswers(replies, nil)
 		})
-	}
-	if b == nil {
-		for ; open > 0; open-- {
-			sel.Select(ctx)
-		}
-		return
 	}
 	for open > 0 {
 		sel.Select(ctx)

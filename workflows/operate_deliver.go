@@ -38,7 +38,7 @@ func (op *operation) runDelivered(ctx workflow.Context) {
 		actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 			StartToCloseTimeout:    limit,
 			ScheduleToCloseTimeout: limit,
-			HeartbeatTimeout:       policies.DeliverHeartbeatTimeout,
+			HeartbeatTimeout:       policies.BatchHeartbeatTimeout,
 			RetryPolicy:            &temporal.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: 10 * time.Second},
 		})
 		batch := idx

@@ -20,9 +20,11 @@ func (d *Dispatcher) Check(ctx context.Context, in workflows.StatusInput) ([]wor
 	defer outlast()
 	defer activities.KeepAlive(ctx)()
 	registries := newRegistryCache(ctx, d.Client, d.DataConverter, batchHosts(in.Items))
-	return d.signalled(ctx)(answerEach(ctx, in, func(it proc.Item) proc.HostResult {
+	out, err := answerEach(ctx, in, func(it proc.Item) proc.HostResult {
 		return d.checkOne(ctx, registries, it.Target)
-	}))
+	})
+	d.signalAll(ctx, out, err)
+	return out, err
 }
 
 // checkOne checks one host for its login and the accounts of its

@@ -39,20 +39,19 @@ func (d *Dispatcher) Status(ctx context.Context, in workflows.StatusInput) ([]wo
 		}
 	}
 	registries := newRegistryCache(ctx, d.Client, d.DataConverter, hosts)
-	return d.signalled(ctx)(answerEach(ctx, in, func(it proc.Item) proc.HostResult {
+	out, err := answerEach(ctx, in, func(it proc.Item) proc.HostResult {
 		return d.statusOne(ctx, registries, in.TaskID, it)
-	}))
+	})
+	d.signalAll(ctx, out, err)
+	return out, err
 }
 
-// signalled returns a read batch's answers after sending them to its task
-// as well (signalAnswers): the task is done with the batch whether or not
-// its completion reaches a loaded server.
-func (d *Dispatcher) signalled(ctx context.Context) func([]workflows.HostReply, error) ([]workflows.HostReply, error) {
-	return func(out []workflows.HostReply, err error) ([]workflows.HostReply, error) {
-		if err == nil && len(out) > 0 && activity.IsActivity(ctx) {
-			signalAnswers(ctx, d.Client, activity.GetInfo(ctx).WorkflowExecution, out)
-		}
-		return out, err
+// signalAll sends a read batch's answers to its task as well as returning
+// them (signalAnswers): the task is done with the batch whether or not its
+// completion reaches a loaded server.
+func (d *Dispatcher) signalAll(ctx context.Context, out []workflows.HostReply, err error) {
+	if err == nil && len(out) > 0 && activity.IsActivity(ctx) {
+		signalAnswers(ctx, d.Client, activity.GetInfo(ctx).WorkflowExecution, out)
 	}
 }
 
