@@ -7,6 +7,7 @@ import (
 
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/activity"
+	"google.golang.org/grpc/codes"
 )
 
 // heartbeatEvery is well under policies.HeartbeatTimeout.
@@ -101,15 +102,22 @@ func outlast(ctx context.Context, deadline time.Time) (context.Context, func()) 
 
 // presumedLost reports whether an attempt's context ended by cause only
 // because the SDK presumed the attempt lost: a heartbeat a loaded server
-// did not take in time. A cancel the task asked for, the attempt's
-// deadline, and a server that no longer knows the attempt (it timed out,
-// or its task ended: terminated, say) end it.
+// did not take in time, which the SDK tried again until its throttle
+// interval ended and then took for the attempt timed out (any code its
+// retries take as passing, or a deadline). A cancel the task asked for,
+// the attempt's deadline, and a server that no longer knows the attempt
+// (it timed out, or its task ended: terminated, say) end it.
 func presumedLost(cause error) bool {
 	if errors.Is(cause, context.DeadlineExceeded) {
 		return false
 	}
-	var late *serviceerror.DeadlineExceeded
-	var busy *serviceerror.ResourceExhausted
-	var down *serviceerror.Unavailable
-	return errors.As(cause, &late) || errors.As(cause, &busy) || errors.As(cause, &down)
+	var se serviceerror.ServiceError
+	if !errors.As(cause, &se) {
+		return false
+	}
+	switch se.Status().Code() {
+	case codes.DeadlineExceeded, codes.ResourceExhausted, codes.Unavailable, codes.Aborted, codes.Internal:
+		return true
+	}
+	return false
 }

@@ -22,6 +22,11 @@ func TestOutlastLostHeartbeats(t *testing.T) {
 	}{
 		{"heartbeat not taken", serviceerror.NewDeadlineExceeded("context deadline exceeded"), true},
 		{"server busy", serviceerror.NewResourceExhausted(0, "workflow is busy"), true},
+		{"server unavailable", serviceerror.NewUnavailable("not enough hosts to serve the request"), true},
+		{"server's own failure", serviceerror.NewInternal("persistence timeout"), true},
+		{"server gave up", serviceerror.NewAborted("shard ownership lost"), true},
+		{"server canceled", serviceerror.NewCanceled("canceled"), false},
+		{"plain error", errors.New("heartbeat failed"), false},
 		{"attempt no longer known", serviceerror.NewNotFound("invalid activityID or activity already timed out"), false},
 		{"cancel asked for", temporal.NewCanceledError(), false},
 		{"attempt's deadline", context.DeadlineExceeded, false},

@@ -55,3 +55,14 @@ func TestDeliverLimit(t *testing.T) {
 		})
 	}
 }
+
+func TestDeliverPerConnection(t *testing.T) {
+	for _, c := range []struct{ sessions, want int }{
+		{1, 2}, {8, 16}, {32, 64},
+		{0, 2}, {-1, 2}, // never a bound that lets nothing through
+	} {
+		if got := DeliverPerConnection(c.sessions); got != c.want {
+			t.Errorf("DeliverPerConnection(%d) = %d, want %d", c.sessions, got, c.want)
+		}
+	}
+}

@@ -125,13 +125,19 @@ const StatusBatchDeadline = DefaultOpTimeout + 30*time.Second
 // on a batch of hosts (status probes, deliveries). A batch only reads or
 // waits on hosts, which run their ops whatever becomes of it, so one given
 // up is tried again at no risk, and a loaded server that answers heartbeats
-// late must not give up batches that work. The SDK sends a heartbeat at
-// most once a minute (0.8 of the timeout, capped at 60 s), so this leaves
-// the server a minute to record it; at 1 minute the margin was 12 s, and a
-// 10,000-host start had 174 of its 200 batches given up, and a status one
-// in five, each probed again in full. A batch lost with its worker
-// is tried again after it.
+// late must not give up batches that work. With HeartbeatThrottleMax the
+// server has six heartbeats to record in it; at 1 minute, with the SDK's
+// default of one a minute at most, a 10,000-host start had 174 of its 200
+// batches given up, and a status one in five, each probed again in full.
+// A batch lost with its worker is tried again after it.
 const BatchHeartbeatTimeout = 2 * time.Minute
+
+// HeartbeatThrottleMax is the most time the worker lets pass between the
+// heartbeats it sends of one activity (the SDK's default is 60 s). A
+// loaded server times some of them out: at one a minute, losing one left
+// a batch's next heartbeat racing its timeout, and at 10,000 hosts 131
+// batches of a start were given up while they worked.
+const HeartbeatThrottleMax = 20 * time.Second
 
 // StatusTaskDeadline bounds how long a status task of n items keeps
 // trying its batches: the time a request may take to reach its host
@@ -229,11 +235,9 @@ const (
 	// and a task's progress is per host, not per batch. A chunk has ten
 	// batches: at 1 s its workflow took ten signals a second, each a
 	// workflow task, and at 10,000 hosts the server, busy with that one
-	// workflow, timed out the batches' heartbeats and completions.
-	DeliverReportEvery = 5 * time.Second
-	// AnswersReportBudget bounds how long a batch tries to send its last
-	// answers to its task, on a server too loaded to take them.
-	AnswersReportBudget = time.Minute
+	// workflow, timed out the batches' heartbeats and completions; at
+	// 5 s it still did.
+	DeliverReportEvery = 10 * time.Second
 	// DeliverGrace is how long past a request's deadline the engine is
 	// still tried; the host refuses it as too late anyway.
 	DeliverGrace = time.Minute

@@ -3,7 +3,6 @@ package dispatch
 import (
 	"context"
 	"errors"
-	"fmt"
 
 	"github.com/drover-sh/drover/activities"
 	"github.com/drover-sh/drover/internal/hostloss"
@@ -20,24 +19,24 @@ func (d *Dispatcher) Check(ctx context.Context, in workflows.StatusInput) ([]wor
 	defer outlast()
 	defer activities.KeepAlive(ctx)()
 	registries := newRegistryCache(ctx, d.Client, d.DataConverter, batchHosts(in.Items))
-	out, err := answerEach(ctx, in, func(it proc.Item) proc.HostResult {
+	out, err := answerEach(ctx, in, func(it proc.Item) (proc.HostResult, error) {
 		return d.checkOne(ctx, registries, it.Target)
 	})
-	d.signalAll(ctx, out, err)
+	d.signalAll(ctx, out)
 	return out, err
 }
 
 // checkOne checks one host for its login and the accounts of its
 // registered specs, and of its inventory entry.
-func (d *Dispatcher) checkOne(ctx context.Context, registries *registryCache, t proc.Target) proc.HostResult {
+func (d *Dispatcher) checkOne(ctx context.Context, registries *registryCache, t proc.Target) (proc.HostResult, error) {
 	host, ok := d.Inventory.Lookup(t.HostID())
 	if !ok {
-		return unknownHost(t)
+		return unknownHost(t), nil
 	}
 	entries, err := registries.whole(ctx, t.HostID())
 	var lost *hostloss.Error
 	if err != nil && !errors.As(err, &lost) {
-		return proc.HostResult{Code: proc.CodeInternal, Message: oneLine(fmt.Sprintf("read the registry of %s: %v", workflows.HostWorkflowID(t.HostID()), err))}
+		return registryFailure(t, err)
 	}
 	var accounts []string
 	if host.Account != "" {
@@ -48,13 +47,13 @@ func (d *Dispatcher) checkOne(ctx context.Context, registries *registryCache, t 
 	}
 	res, err := d.Acts.CheckHost(ctx, activities.CheckInput{Target: t, Accounts: accounts})
 	if err != nil {
-		return proc.HostResult{Code: proc.CodeInternal, Message: oneLine(err.Error())}
+		return proc.HostResult{Code: proc.CodeInternal, Message: oneLine(err.Error())}, nil
 	}
 	if lost != nil && res.Code == proc.CodeSuccess {
 		// Reached, but its registry is out of reach: no op would run.
 		r := hostloss.Answer(lost.Host, lost.Status)
 		r.Message, r.Content = r.Message+"; "+res.Message, res.Content
-		return r
+		return r, nil
 	}
-	return res
+	return res, nil
 }

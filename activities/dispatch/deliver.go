@@ -66,7 +66,8 @@ func (d *Dispatcher) Deliver(ctx context.Context, in workflows.DeliverInput) ([]
 // is the engine's, never the host's: the batch is tried again.
 func (d *Dispatcher) deliverOne(ctx context.Context, in workflows.DeliverInput, i int) (proc.HostResult, error) {
 	it := in.Items[i]
-	if _, ok := d.Inventory.Lookup(it.Target.HostID()); !ok {
+	h, ok := d.Inventory.Lookup(it.Target.HostID())
+	if !ok {
 		return unknownHost(it.Target), nil
 	}
 	req := workflows.HostRequest{
@@ -74,6 +75,17 @@ func (d *Dispatcher) deliverOne(ctx context.Context, in workflows.DeliverInput, 
 		Op: in.Op, Target: it.Target, Process: it.Process, Spec: it.Spec, Manage: in.Manage,
 		Supervision: &d.Supervision, Files: in.Files, Deadline: in.Deadlines[i],
 	}
+	// Its connection's slot first: an item waiting on a busy connection
+	// holds none of the worker's. A registry op runs nothing on its host.
+	sessions := d.SessionsPerHost
+	if in.Op.IsSpecOp() {
+		sessions = 0
+	}
+	leave, err := d.conns.enter(ctx, h, sessions)
+	if err != nil {
+		return proc.HostResult{}, err
+	}
+	defer leave()
 	select {
 	case deliverSlots <- struct{}{}:
 	case <-ctx.Done():

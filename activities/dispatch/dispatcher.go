@@ -31,6 +31,11 @@ type Dispatcher struct {
 	// DataConverter decodes host workflows' memos, as the client encodes
 	// payloads; nil means the default.
 	DataConverter converter.DataConverter
+	// SessionsPerHost is how many execs one SSH connection runs at once
+	// (max_sessions_per_host): updates to the hosts of one connection are
+	// bounded by it; 0 bounds them by nothing but the worker's total.
+	SessionsPerHost int
+	conns           connGate
 
 	armsOnce sync.Once
 	arms     *armBatcher

@@ -10,6 +10,7 @@ import (
 
 	"go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
 
@@ -27,8 +28,11 @@ type registryCache struct {
 	c      client.Client
 	dc     converter.DataConverter
 	listed map[proc.HostID][]workflows.Entry
-	mu     sync.Mutex
-	m      map[proc.HostID]*registryRead
+	// until ends the tries of the batch's registry reads on a busy server
+	// (policies.RegistryReadBudget).
+	until time.Time
+	mu    sync.Mutex
+	m     map[proc.HostID]*registryRead
 }
 
 // registryQueries bounds the registry queries one worker has in flight:
@@ -40,6 +44,9 @@ var (
 	registryDescribes = make(chan struct{}, 128)
 )
 
+// registryReadBudget is policies.RegistryReadBudget; tests shorten it.
+var registryReadBudget = policies.RegistryReadBudget
+
 type registryRead struct {
 	once    sync.Once
 	entries []workflows.Entry
@@ -47,10 +54,15 @@ type registryRead struct {
 }
 
 // newRegistryCache lists the running host workflows of hosts with their
-// memos. A listing that fails leaves every host to its own read.
+// memos, tried again for half the read budget while the server is busy. A
+// listing that fails leaves every host to its own read.
 func newRegistryCache(ctx context.Context, c client.Client, dc converter.DataConverter, hosts []proc.HostID) *registryCache {
-	rc := &registryCache{c: c, dc: dc, m: map[proc.HostID]*registryRead{}}
-	rc.listed, _ = listRegistries(ctx, c, dc, hosts)
+	rc := &registryCache{c: c, dc: dc, m: map[proc.HostID]*registryRead{}, until: time.Now().Add(registryReadBudget)}
+	_ = engine.WhileBusy(ctx, registryReadBudget/2, func(ctx context.Context) error {
+		var err error
+		rc.listed, err = listRegistries(ctx, c, dc, hosts)
+		return err
+	})
 	return rc
 }
 
@@ -99,17 +111,22 @@ func memoAnswers(entries []workflows.Entry, listed bool, p proc.ProcessID) bool 
 	return false
 }
 
-// read returns host h's registry by describe and query. A query the
-// engine did not answer in time is tried again for RegistryReadBudget,
-// each time after listing the host once more: a host that was between
-// runs (continued as new) when the batch listed it is listed once its new
-// run is visible, which needs no worker. Only a host whose workflow
-// answers neither way within the budget answers the error.
+// read returns host h's registry by describe and query, tried again while
+// the engine is busy, until the batch's RegistryReadBudget ends. Before
+// each query tried again the host is listed once more: a host that was
+// between runs (continued as new) when the batch listed it is listed once
+// its new run is visible, which needs no worker. Only a host whose
+// workflow answers neither way within the budget returns the error.
 func (rc *registryCache) read(ctx context.Context, h proc.HostID, p proc.ProcessID) ([]workflows.Entry, error) {
 	id := workflows.HostWorkflowID(h)
-	registryDescribes <- struct{}{}
-	desc, err := rc.c.DescribeWorkflowExecution(ctx, id, "")
-	<-registryDescribes
+	var desc *workflowservice.DescribeWorkflowExecutionResponse
+	err := engine.WhileBusy(ctx, time.Until(rc.until), func(ctx context.Context) error {
+		registryDescribes <- struct{}{}
+		defer func() { <-registryDescribes }()
+		var err error
+		desc, err = rc.c.DescribeWorkflowExecution(ctx, id, "")
+		return err
+	})
 	var nf *serviceerror.NotFound
 	switch {
 	case errors.As(err, &nf):
@@ -120,7 +137,6 @@ func (rc *registryCache) read(ctx context.Context, h proc.HostID, p proc.Process
 	if st := desc.GetWorkflowExecutionInfo().GetStatus(); st != enums.WORKFLOW_EXECUTION_STATUS_RUNNING {
 		return nil, &hostloss.Error{Host: h, Status: st}
 	}
-	until := time.Now().Add(policies.RegistryReadBudget)
 	for {
 		entries, err := rc.query(ctx, id)
 		if err == nil || ctx.Err() != nil || !engine.TimedOut(err) {
@@ -129,7 +145,7 @@ func (rc *registryCache) read(ctx context.Context, h proc.HostID, p proc.Process
 		if listed, ok := rc.relist(ctx, h, p); ok {
 			return listed, nil
 		}
-		if time.Now().Add(policies.RegistryQueryTimeout).After(until) {
+		if time.Now().Add(policies.RegistryQueryTimeout).After(rc.until) {
 			return nil, err
 		}
 	}

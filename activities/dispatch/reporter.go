@@ -34,15 +34,18 @@ func (r *reporter) add(a workflows.HostReply) {
 }
 
 // run sends what came in, every policies.DeliverReportEvery, until the
-// returned stop, which sends what is left (tried again for up to
-// policies.AnswersReportBudget): with every answer signalled, the task is
+// returned stop, which sends what is left (tried again until it is
+// taken, signalAnswers): with every answer signalled, the task is
 // done with the batch whether or not its completion reaches the server.
-// A periodic signal that fails is not tried again: the next, or the
-// batch's result, carries its answers.
+// The answers of a periodic signal that fails go with the next: a task
+// takes an answer once, and a batch is done only once all of its answers
+// reached the task.
 func (r *reporter) run(ctx context.Context) (stop func()) {
 	stopEvery := activities.Every(ctx, policies.DeliverReportEvery, func() {
 		if batch := r.take(); len(batch) > 0 {
-			_ = r.c.SignalWorkflow(ctx, r.task.ID, r.task.RunID, workflows.AnswersSignal, batch)
+			if err := r.c.SignalWorkflow(ctx, r.task.ID, r.task.RunID, workflows.AnswersSignal, batch); err != nil {
+				r.putBack(batch)
+			}
 		}
 	})
 	return func() {
@@ -53,6 +56,13 @@ func (r *reporter) run(ctx context.Context) (stop func()) {
 	}
 }
 
+// putBack returns answers a signal did not deliver, ahead of newer ones.
+func (r *reporter) putBack(batch []workflows.HostReply) {
+	r.mu.Lock()
+	r.new = append(batch, r.new...)
+	r.mu.Unlock()
+}
+
 func (r *reporter) take() []workflows.HostReply {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -61,12 +71,13 @@ func (r *reporter) take() []workflows.HostReply {
 	return batch
 }
 
-// signalAnswers sends a batch's answers to its task, trying again while
-// a loaded server does not take them, for up to
-// policies.AnswersReportBudget or until ctx ends.
+// signalAnswers sends a batch's answers to its task, trying again while a
+// loaded server does not take them, until ctx (the attempt's deadline)
+// ends or the task is gone. A budget of a minute was not enough: at
+// 10,000 identities the server took no signal to a chunk for longer, the
+// batch's completion was lost too, and its task waited out the batch's
+// heartbeat timeout and a retry with the machine idle.
 func signalAnswers(ctx context.Context, c client.Client, task workflow.Execution, replies []workflows.HostReply) {
-	ctx, cancel := context.WithTimeout(ctx, policies.AnswersReportBudget)
-	defer cancel()
 	for wait := time.Second; ; wait = min(2*wait, 5*time.Second) {
 		err := c.SignalWorkflow(ctx, task.ID, task.RunID, workflows.AnswersSignal, replies)
 		var nf *serviceerror.NotFound

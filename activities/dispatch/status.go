@@ -10,6 +10,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/drover-sh/drover/activities"
+	"github.com/drover-sh/drover/internal/engine"
 	"github.com/drover-sh/drover/internal/hostloss"
 	"github.com/drover-sh/drover/policies"
 	"github.com/drover-sh/drover/proc"
@@ -39,18 +40,19 @@ func (d *Dispatcher) Status(ctx context.Context, in workflows.StatusInput) ([]wo
 		}
 	}
 	registries := newRegistryCache(ctx, d.Client, d.DataConverter, hosts)
-	out, err := answerEach(ctx, in, func(it proc.Item) proc.HostResult {
+	out, err := answerEach(ctx, in, func(it proc.Item) (proc.HostResult, error) {
 		return d.statusOne(ctx, registries, in.TaskID, it)
 	})
-	d.signalAll(ctx, out, err)
+	d.signalAll(ctx, out)
 	return out, err
 }
 
 // signalAll sends a read batch's answers to its task as well as returning
 // them (signalAnswers): the task is done with the batch whether or not its
-// completion reaches a loaded server.
-func (d *Dispatcher) signalAll(ctx context.Context, out []workflows.HostReply, err error) {
-	if err == nil && len(out) > 0 && activity.IsActivity(ctx) {
+// completion reaches a loaded server. A batch that failed for some of its
+// hosts sends the answers of the others, which its retry need not give.
+func (d *Dispatcher) signalAll(ctx context.Context, out []workflows.HostReply) {
+	if len(out) > 0 && ctx.Err() == nil && activity.IsActivity(ctx) {
 		signalAnswers(ctx, d.Client, activity.GetInfo(ctx).WorkflowExecution, out)
 	}
 }
@@ -70,14 +72,19 @@ func batchHosts(items []proc.Item) []proc.HostID {
 
 // answerEach answers every item of a batch read directly (Status, Check)
 // with answer, statusParallel at a time, heartbeating every 50 answers.
-func answerEach(ctx context.Context, in workflows.StatusInput, answer func(proc.Item) proc.HostResult) ([]workflows.HostReply, error) {
+// An item answer could not read for the engine's sake (its error) is not
+// its host's failure: the batch returns the others' answers and the first
+// such error, and is tried again.
+func answerEach(ctx context.Context, in workflows.StatusInput, answer func(proc.Item) (proc.HostResult, error)) ([]workflows.HostReply, error) {
 	out := make([]workflows.HostReply, len(in.Items))
+	failed := make([]error, len(in.Items))
 	var g errgroup.Group
 	g.SetLimit(statusParallel)
 	var done atomic.Int64
 	for i, it := range in.Items {
 		g.Go(func() error {
-			out[i] = workflows.HostReply{Index: in.Offset + i, Result: answer(it)}
+			res, err := answer(it)
+			out[i], failed[i] = workflows.HostReply{Index: in.Offset + i, Result: res}, err
 			if n := done.Add(1); n%50 == 0 {
 				activity.RecordHeartbeat(ctx, n)
 			}
@@ -94,6 +101,19 @@ func answerEach(ctx context.Context, in workflows.StatusInput, answer func(proc.
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
+	answered := out[:0:0]
+	var first error
+	for i, err := range failed {
+		switch {
+		case err == nil:
+			answered = append(answered, out[i])
+		case first == nil:
+			first = err
+		}
+	}
+	if first != nil {
+		return answered, fmt.Errorf("%d of %d hosts not read, for the engine: %w", len(out)-len(answered), len(out), first)
+	}
 	return out, nil
 }
 
@@ -101,26 +121,37 @@ func answerEach(ctx context.Context, in workflows.StatusInput, answer func(proc.
 // further bounds sessions per host.
 const statusParallel = 256
 
-func (d *Dispatcher) statusOne(ctx context.Context, registries *registryCache, taskID string, it proc.Item) proc.HostResult {
+func (d *Dispatcher) statusOne(ctx context.Context, registries *registryCache, taskID string, it proc.Item) (proc.HostResult, error) {
 	if _, ok := d.Inventory.Lookup(it.Target.HostID()); !ok {
-		return unknownHost(it.Target)
+		return unknownHost(it.Target), nil
 	}
 	entries, err := registries.get(ctx, it.Target.HostID(), it.Process)
 	var lost *hostloss.Error
 	switch {
 	case errors.As(err, &lost) && it.Spec == nil:
-		return hostloss.Answer(lost.Host, lost.Status)
+		return hostloss.Answer(lost.Host, lost.Status), nil
 	case errors.As(err, &lost):
 		// An inline spec needs no registry: the probe still answers.
 		entries, err = nil, nil
 	case err != nil:
-		return proc.HostResult{Code: proc.CodeInternal, Message: oneLine(fmt.Sprintf("read the registry of %s: %v", workflows.HostWorkflowID(it.Target.HostID()), err))}
+		return registryFailure(it.Target, err)
 	}
 	in, res := statusInput(it, entries, taskID)
 	if res != nil {
-		return *res
+		return *res, nil
 	}
-	return d.probeStatus(ctx, in)
+	return d.probeStatus(ctx, in), nil
+}
+
+// registryFailure is the answer of a host whose registry could not be
+// read: the engine's error when the engine was busy (the batch is tried
+// again), else the host's 9199.
+func registryFailure(t proc.Target, err error) (proc.HostResult, error) {
+	err = fmt.Errorf("read the registry of %s: %w", workflows.HostWorkflowID(t.HostID()), err)
+	if engine.Busy(err) {
+		return proc.HostResult{}, err
+	}
+	return proc.HostResult{Code: proc.CodeInternal, Message: oneLine(err.Error())}, nil
 }
 
 // statusInput is the probe of item it by a host's registry entries, or the

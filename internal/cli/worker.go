@@ -93,7 +93,9 @@ type Worker struct {
 	live      *inventory.Live
 	stopWatch context.CancelFunc
 	w         worker.Worker
-	// watches serves supervision's watch queue with its own slots.
+	// tasks serves the tasks' queue, watches supervision's watch queue,
+	// each with its own slots.
+	tasks       worker.Worker
 	watches     worker.Worker
 	stopMetrics context.CancelFunc
 	store       filestore.Store
@@ -151,7 +153,8 @@ func StartWorker(cfg config.Config, logger *slog.Logger) (*Worker, error) {
 		ActivityTaskPollerBehavior: pollers(!cfg.PollerAutoscaling, 1, cfg.ActivityTaskPollers),
 		// A deploy stops polling and lets running host ops end by their own
 		// deadlines: cancelling one would kill its command on the host.
-		WorkerStopTimeout: stopTimeout,
+		WorkerStopTimeout:            stopTimeout,
+		MaxHeartbeatThrottleInterval: policies.HeartbeatThrottleMax,
 	})
 	winrm := transport.NewWinRM(transport.WinRMOptions{})
 	// Hosts of transport "simulated" are answered in-process: benchmarks
@@ -159,9 +162,25 @@ func StartWorker(cfg config.Config, logger *slog.Logger) (*Worker, error) {
 	runners := transport.Multi{SSH: ssh, WinRM: winrm, Simulated: transport.NewSimulated(simulatedLatency)}
 	acts := &activities.Activities{Inventory: inv, Runner: m.Track(runners),
 		Files: runners, Store: store, Hosts: dispatch.HostLink{Client: c}}
-	dispatch.Register(w, acts, &dispatch.Dispatcher{Client: c, TaskQueue: cfg.TaskQueue, Inventory: inv, Acts: acts, DataConverter: dataConverter(cfg),
+	d := &dispatch.Dispatcher{Client: c, TaskQueue: cfg.TaskQueue, Inventory: inv, Acts: acts, DataConverter: dataConverter(cfg),
+		SessionsPerHost: cfg.MaxSessionsPerHost,
 		Supervision: workflows.Supervision{Interval: cfg.SuperviseInterval, LimitPolls: cfg.LimitPolls,
-			TimeZone: cfg.CrontabZone(), WatchQueue: cfg.WatchQueue(), WatchShards: cfg.WatchShards, Off: cfg.NoSupervision}})
+			TimeZone: cfg.CrontabZone(), WatchQueue: cfg.WatchQueue(), WatchShards: cfg.WatchShards, Off: cfg.NoSupervision}}
+	// Tasks begun before they had a queue of their own run here too.
+	dispatch.Register(w, acts, d)
+	// A task's and its chunks' workflow tasks, and its batches, on a queue
+	// of their own: behind a fleet op's host workflow tasks on the one
+	// sticky queue, a chunk's task waited minutes, the answers signalled
+	// to it piling up in its state, while its batches' heartbeats and
+	// signals timed out.
+	tasks := worker.New(c, workflows.TasksQueue(cfg.TaskQueue), worker.Options{
+		MaxConcurrentActivityExecutionSize: cfg.MaxConcurrentActivities,
+		WorkflowTaskPollerBehavior:         pollers(!cfg.PollerAutoscaling, 1, tasksPollers),
+		ActivityTaskPollerBehavior:         pollers(!cfg.PollerAutoscaling, 1, tasksPollers),
+		WorkerStopTimeout:                  stopTimeout,
+		MaxHeartbeatThrottleInterval:       policies.HeartbeatThrottleMax,
+	})
+	dispatch.Register(tasks, acts, d)
 	// Watches are long-lived: on a queue of their own, with their own
 	// slots, they never hold the slots ops need.
 	// One poller: every long poll is a request to the server, whether or
@@ -172,7 +191,7 @@ func StartWorker(cfg config.Config, logger *slog.Logger) (*Worker, error) {
 	watches := worker.New(c, cfg.WatchQueue(), worker.Options{MaxConcurrentActivityExecutionSize: cfg.MaxConcurrentWatches,
 		DisableWorkflowWorker: true, WorkerStopTimeout: watchStopTimeout, MaxConcurrentActivityTaskPollers: 1})
 	dispatch.RegisterWatch(watches, acts)
-	wk := &Worker{Client: c, SSH: ssh, WinRM: winrm, Metrics: m, Inventory: inv, PooledConnections: pooled, live: live, store: store, w: w, watches: watches, stopMetrics: func() {}}
+	wk := &Worker{Client: c, SSH: ssh, WinRM: winrm, Metrics: m, Inventory: inv, PooledConnections: pooled, live: live, store: store, w: w, tasks: tasks, watches: watches, stopMetrics: func() {}}
 	if cfg.MetricsListen != "" {
 		ln, err := net.Listen("tcp", cfg.MetricsListen)
 		if err != nil {
@@ -194,8 +213,16 @@ func StartWorker(cfg config.Config, logger *slog.Logger) (*Worker, error) {
 		_ = ssh.Close()
 		return nil, err
 	}
+	if err := tasks.Start(); err != nil {
+		w.Stop()
+		wk.stopMetrics()
+		c.Close()
+		_ = ssh.Close()
+		return nil, err
+	}
 	if err := watches.Start(); err != nil {
 		w.Stop()
+		tasks.Stop()
 		wk.stopMetrics()
 		c.Close()
 		_ = ssh.Close()
@@ -206,6 +233,10 @@ func StartWorker(cfg config.Config, logger *slog.Logger) (*Worker, error) {
 	live.Watch(watchCtx)
 	return wk, nil
 }
+
+// tasksPollers bounds each poller kind of the tasks' queue: its tasks are
+// few, a chunk's a thousand hosts.
+const tasksPollers = 4
 
 // simulatedLatency is what a simulated host adds to each command: about a
 // round trip and an exec on a LAN.
@@ -235,6 +266,7 @@ func (w *Worker) Stop() {
 		// makes a workflow task, which must go to a worker that stays, not
 		// to this one on its way out.
 		w.w.Stop()
+		w.tasks.Stop()
 		w.watches.Stop()
 		w.stopWatch()
 		w.stopMetrics()
@@ -253,7 +285,7 @@ func RunWorker(ctx context.Context, cfg config.Config, logger *slog.Logger) erro
 		return err
 	}
 	logger.Info("worker started", "version", version.Get().String(), "temporal", cfg.TemporalAddress, "namespace", cfg.TemporalNamespace,
-		"task_queue", cfg.TaskQueue, "watch_task_queue", cfg.WatchQueue(), "inventory", cfg.Inventory, "metrics", w.MetricsAddr,
+		"task_queue", cfg.TaskQueue, "tasks_task_queue", workflows.TasksQueue(cfg.TaskQueue), "watch_task_queue", cfg.WatchQueue(), "inventory", cfg.Inventory, "metrics", w.MetricsAddr,
 		"content_store", w.store.Location().String(), "max_pooled_connections", w.PooledConnections)
 	reloadOnHangup(ctx, w.live)
 	<-ctx.Done()

@@ -18,11 +18,18 @@ const submitBudget = 2 * time.Minute
 // through it: a workflow id already started by an earlier try counts as
 // started.
 func whileBusy(ctx context.Context, start func(ctx context.Context) error) error {
-	until := time.Now().Add(submitBudget)
+	return WhileBusy(ctx, submitBudget, start)
+}
+
+// WhileBusy runs call until it succeeds, fails for a reason a retry cannot
+// change (Busy), or budget (or ctx) ends, waiting longer between tries.
+// Only calls that may be made twice go through it.
+func WhileBusy(ctx context.Context, budget time.Duration, call func(ctx context.Context) error) error {
+	until := time.Now().Add(budget)
 	wait := 500 * time.Millisecond
 	for {
-		err := start(ctx)
-		if err == nil || !busy(err) || ctx.Err() != nil || time.Now().Add(wait).After(until) {
+		err := call(ctx)
+		if err == nil || !Busy(err) || ctx.Err() != nil || time.Now().Add(wait).After(until) {
 			return err
 		}
 		select {
@@ -34,9 +41,9 @@ func whileBusy(ctx context.Context, start func(ctx context.Context) error) error
 	}
 }
 
-// busy reports whether a call failed because the server did not answer in
+// Busy reports whether a call failed because the server did not answer in
 // time or shed it, not because of what it asked.
-func busy(err error) bool {
+func Busy(err error) bool {
 	var un *serviceerror.Unavailable
 	var re *serviceerror.ResourceExhausted
 	return TimedOut(err) || errors.As(err, &un) || errors.As(err, &re)

@@ -21,9 +21,10 @@ import (
 // ErrTaskNotFound means no workflow has the task id.
 var ErrTaskNotFound = errors.New("task not found")
 
-// StartOperate starts the op's workflow under its task id. Starting the same
-// task id twice is refused by the server, so a retried submission never runs
-// an op twice.
+// StartOperate starts the op's workflow under its task id, on the tasks'
+// queue of workers that poll taskQueue (workflows.TasksQueue). Starting the
+// same task id twice is refused by the server, so a retried submission
+// never runs an op twice.
 func StartOperate(ctx context.Context, c client.Client, taskQueue string, in workflows.OperateInput) error {
 	return startOperate(ctx, c, taskQueue, in, nil)
 }
@@ -32,6 +33,7 @@ func StartOperate(ctx context.Context, c client.Client, taskQueue string, in wor
 // namespace that lacks them (`worker setup` not run) it starts the task
 // without them rather than refusing it.
 func startOperate(ctx context.Context, c client.Client, taskQueue string, in workflows.OperateInput, memo map[string]any) error {
+	taskQueue = workflows.TasksQueue(taskQueue)
 	if len(in.Items) > policies.ChunkSize {
 		return splitTask(ctx, c, taskQueue, in, memo)
 	}

@@ -13,30 +13,37 @@ import (
 )
 
 // bareRunner is a transport.Runner over bare x/crypto/ssh connections, one
-// per host, dialled on first use and kept: no pool limits, no sudo, no
-// host-side watchdog, nothing but a session per command.
+// per address, dialled on first use and kept: no pool logic, no sudo, no
+// host-side watchdog, nothing but a session per command; with sessions,
+// at most that many on one connection at once, as sshd's MaxSessions
+// needs of hosts that share an address.
 type bareRunner struct {
-	cfg   *ssh.ClientConfig
-	mu    sync.Mutex
-	conns map[string]*bareConn
+	cfg      *ssh.ClientConfig
+	sessions int
+	mu       sync.Mutex
+	conns    map[string]*bareConn
 }
 
 type bareConn struct {
 	once sync.Once
 	c    *ssh.Client
 	err  error
+	sem  chan struct{}
 }
 
-func (r *bareRunner) conn(addr string) (*ssh.Client, error) {
+func (r *bareRunner) conn(addr string) (*bareConn, error) {
 	r.mu.Lock()
 	bc, ok := r.conns[addr]
 	if !ok {
 		bc = &bareConn{}
+		if r.sessions > 0 {
+			bc.sem = make(chan struct{}, r.sessions)
+		}
 		r.conns[addr] = bc
 	}
 	r.mu.Unlock()
 	bc.once.Do(func() { bc.c, bc.err = ssh.Dial("tcp", addr, r.cfg) })
-	return bc.c, bc.err
+	return bc, bc.err
 }
 
 func (r *bareRunner) close() {
@@ -57,11 +64,15 @@ func (r *bareRunner) Run(_ context.Context, host inventory.Host, cmd transport.C
 	fail := func(err error) (transport.Result, error) {
 		return transport.Result{}, &transport.Error{Kind: transport.KindUnreachable, Host: addr, Err: err}
 	}
-	c, err := r.conn(addr)
+	bc, err := r.conn(addr)
 	if err != nil {
 		return fail(err)
 	}
-	sess, err := c.NewSession()
+	if bc.sem != nil {
+		bc.sem <- struct{}{}
+		defer func() { <-bc.sem }()
+	}
+	sess, err := bc.c.NewSession()
 	if err != nil {
 		return fail(err)
 	}

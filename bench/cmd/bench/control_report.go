@@ -47,12 +47,8 @@ func (r *report) controlMarkdown(b *strings.Builder) {
 		w("Drover's engine is a %s (fsync and synchronous commit on) with eager activity execution on; its worker has %d workflow and %d activity task pollers.\n\n",
 			r.settings.engine, r.settings.wfPollers, r.settings.actPollers)
 	} else {
-		sync := "SQLite in WAL mode, synced at checkpoints"
-		if sqlitePragmas() == nil {
-			sync = "SQLite synced at every transaction"
-		}
 		w("Drover's engine is the pinned Temporal dev server (%s) with eager activity execution on; its worker has %d workflow and %d activity task pollers.\n\n",
-			sync, r.settings.wfPollers, r.settings.actPollers)
+			devServerStore(), r.settings.wfPollers, r.settings.actPollers)
 	}
 
 	w("### Control-op targets (medians)\n\n| op | drover cold / pssh cold | ≤ 0.8× | drover warm / floor warm | ≤ 1.5× |\n|---|---|---|---|---|\n")

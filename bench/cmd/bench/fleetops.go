@@ -94,12 +94,17 @@ func (r *fleetOpsRun) ok(n int) bool {
 type fleetOpsResult struct {
 	fleetOpsSettings
 	Runs map[int]map[string]*fleetOpsRun
+	// Floor is, by size, each control op's time with no engine
+	// (fleetOpsFloor); FloorErr why a size's floor stopped.
+	Floor    map[int]map[string]time.Duration
+	FloorErr map[int]string
 }
 
 // fleetOps runs the part. A failed op is recorded and the next still runs:
 // the table shows what held and what did not.
 func (e *env) fleetOps(ctx context.Context, f fleetOpsSettings) (*fleetOpsResult, error) {
-	r := &fleetOpsResult{fleetOpsSettings: f, Runs: map[int]map[string]*fleetOpsRun{}}
+	r := &fleetOpsResult{fleetOpsSettings: f, Runs: map[int]map[string]*fleetOpsRun{},
+		Floor: map[int]map[string]time.Duration{}, FloorErr: map[int]string{}}
 	if f.sshd > len(e.bed.Hosts) {
 		return r, fmt.Errorf("BENCH_FLEETOPS_SSHD %d: the bed has %d hosts", f.sshd, len(e.bed.Hosts))
 	}
@@ -162,6 +167,16 @@ func (e *env) fleetOps(ctx context.Context, f fleetOpsSettings) (*fleetOpsResult
 					return r, err
 				}
 			}
+		}
+		if !f.simulated && ctx.Err() == nil {
+			// drover's stop left every process stopped, as the floor's
+			// start needs them.
+			took, err := e.fleetOpsFloor(ctx, cfg.Inventory, items[n], f.sessions)
+			r.Floor[n] = took
+			if err != nil {
+				r.FloorErr[n] = err.Error()
+			}
+			log.Printf("fleet-size ops: the floor on %d identities: %v %v", n, took, err)
 		}
 	}
 	return r, nil
@@ -333,19 +348,24 @@ func (e *env) fleetOpsReadBack(ctx context.Context, id string, n int, run *fleet
 // fleetOpsHistories measures a task's history and its first chunk's, and
 // counts the batches the task and its chunks ran again.
 func (e *env) fleetOpsHistories(ctx context.Context, id string, n int, run *fleetOpsRun) {
-	run.TaskEvents, run.TaskBytes, run.RunAgain = e.historySize(ctx, id)
+	why := map[string]int{}
+	run.TaskEvents, run.TaskBytes, run.RunAgain = e.historySize(ctx, id, why)
 	for k := 0; n > policies.ChunkSize && k*policies.ChunkSize < n; k++ {
-		events, size, again := e.historySize(ctx, workflows.SplitChunkID(id, k))
+		events, size, again := e.historySize(ctx, workflows.SplitChunkID(id, k), why)
 		if k == 0 {
 			run.ChunkEvents, run.ChunkBytes = events, size
 		}
 		run.RunAgain += again
 	}
+	for w, c := range why {
+		log.Printf("fleet-size ops: %d batches run again after: %s", c, w)
+	}
 }
 
 // historySize is a workflow's history in events and bytes, and how many
-// of its activities started more than once; 0 when it cannot be read.
-func (e *env) historySize(ctx context.Context, id string) (events, size, again int) {
+// of its activities started more than once, tallying in why the failures
+// that made them run again; 0 when it cannot be read.
+func (e *env) historySize(ctx context.Context, id string, why map[string]int) (events, size, again int) {
 	it := e.client.GetWorkflowHistory(ctx, id, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
 	for it.HasNext() {
 		ev, err := it.Next()
@@ -356,6 +376,12 @@ func (e *env) historySize(ctx context.Context, id string) (events, size, again i
 		size += proto.Size(ev)
 		if a := ev.GetActivityTaskStartedEventAttributes(); a != nil && a.GetAttempt() > 1 {
 			again++
+			f := a.GetLastFailure()
+			w := tailOf(f.GetMessage(), 120)
+			if t := f.GetTimeoutFailureInfo(); t != nil {
+				w += " (" + t.GetTimeoutType().String() + ")"
+			}
+			why[w]++
 		}
 	}
 	return events, size, again

@@ -56,7 +56,11 @@ func fleetOpsMarkdown(r *fleetOpsResult, runErr error, machine []string) string 
 	} else {
 		w("### Fleet-size ops (identities sharing %d sshd hosts through `address`)\n\n", r.sshd)
 	}
-	w("Measured %s on %s.\n\n", time.Now().UTC().Format("2006-01-02 15:04 UTC"), strings.Join(machine, ", "))
+	w("Measured %s on %s.", time.Now().UTC().Format("2006-01-02 15:04 UTC"), strings.Join(machine, ", "))
+	if !strings.Contains(strings.Join(machine, ", "), "drover's engine") {
+		w(" Drover's engine is the pinned Temporal dev server (%s).", devServerStore())
+	}
+	w("\n\n")
 	if runErr != nil {
 		w("The run stopped early: %v.\n\n", runErr)
 	}
@@ -141,6 +145,7 @@ func fleetOpsMarkdown(r *fleetOpsResult, runErr error, machine []string) string 
 		historyEventLimit, historyByteLimit>>20, verdict(maxEv > 0 && maxEv < historyEventLimit/10 && maxBytes < historyByteLimit/10))
 	w("| `--wait` progress drawn from counts (ticks per op) | %s | more than one | %s |\n\n", fleetOpsEach(r, top, fleetOpsOps[1:], func(z *fleetOpsRun) int { return z.Ticks }), verdict(ticks))
 
+	fleetOpsFloorMarkdown(&b, r)
 	var cols []*writesColumn
 	for _, n := range r.sizes {
 		c := newWritesColumn(fmt.Sprintf("%d identities", n))

@@ -1,0 +1,112 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/drover-sh/drover/activities"
+	"github.com/drover-sh/drover/inventory"
+	"github.com/drover-sh/drover/proc"
+)
+
+// fleetOpsFloorOps are the control ops the floor runs at fleet size, in
+// order: start, then restart and stop of what the start found alive.
+var fleetOpsFloorOps = []string{"start", "restart", "stop"}
+
+// fleetOpsFloor runs drover's own host op for each identity of items (the
+// same scripts, execs and check sleeps) over bare x/crypto/ssh, one
+// connection per sshd host with at most sessions execs on it at once, as
+// the worker has: what the fleet-size control ops cost the hosts and SSH
+// alone, with no engine. It returns each op's wall time.
+func (e *env) fleetOpsFloor(ctx context.Context, inventoryPath string, items []proc.Item, sessions int) (map[string]time.Duration, error) {
+	inv, err := inventory.Load(inventoryPath)
+	if err != nil {
+		return nil, err
+	}
+	cfg, err := e.floorConfig()
+	if err != nil {
+		return nil, err
+	}
+	r := &bareRunner{cfg: cfg, conns: map[string]*bareConn{}, sessions: sessions}
+	defer r.close()
+	acts := &activities.Activities{Inventory: inv, Runner: r}
+	seen := make([]activities.HostOpOutput, len(items))
+	took := map[string]time.Duration{}
+	for _, name := range fleetOpsFloorOps {
+		op := map[string]proc.OpType{"start": proc.OpStart, "restart": proc.OpRestart, "stop": proc.OpStop}[name]
+		errs := make([]error, len(items))
+		began := time.Now()
+		var wg sync.WaitGroup
+		for i, it := range items {
+			if it.Spec == nil {
+				return took, fmt.Errorf("floor: %s has no spec", it.Target.IP)
+			}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				out, err := acts.HostOp(ctx, activities.HostOpInput{
+					RequestID: fmt.Sprintf("floor-%s-%d", name, i), Op: op, Target: it.Target,
+					Process: it.Process, Spec: *it.Spec, Pid: seen[i].Pid, StartTicks: seen[i].StartTicks,
+				})
+				switch {
+				case err != nil:
+					errs[i] = err
+				case out.Result.Code != proc.CodeSuccess:
+					errs[i] = fmt.Errorf("%d %s", out.Result.Code, out.Result.Message)
+				}
+				seen[i] = out
+			}()
+		}
+		wg.Wait()
+		took[name] = time.Since(began)
+		for i, err := range errs {
+			if err != nil {
+				return took, fmt.Errorf("floor %s: %s: %w", name, items[i].Target.IP, err)
+			}
+		}
+	}
+	return took, nil
+}
+
+// fleetOpsFloorMarkdown is the control ops' times against the floor's, by
+// size: how much of each op is the engine's, and how much the hosts'.
+func fleetOpsFloorMarkdown(b *strings.Builder, r *fleetOpsResult) {
+	if len(r.Floor) == 0 {
+		return
+	}
+	w := func(format string, args ...any) { fmt.Fprintf(b, format, args...) }
+	w("#### Fleet-size control ops against the floor\n\n| op |")
+	for _, n := range r.sizes {
+		w(" %d: drover | floor | drover/floor |", n)
+	}
+	w("\n|---|")
+	for range r.sizes {
+		w("---|---|---|")
+	}
+	w("\n")
+	for _, op := range fleetOpsFloorOps {
+		w("| %s |", op)
+		for _, n := range r.sizes {
+			z, f := r.Runs[n][op], r.Floor[n][op]
+			switch {
+			case f == 0:
+				w(" %s | - | - |", fleetOpsCell(z))
+			case !z.ok(n):
+				w(" %s | %s | - |", fleetOpsCell(z), secs(f.Seconds()))
+			default:
+				w(" %s | %s | %.2f× |", fleetOpsCell(z), secs(f.Seconds()), z.Took.Seconds()/f.Seconds())
+			}
+		}
+		w("\n")
+	}
+	w("\nThe floor runs drover's own host op for every identity (the same scripts, execs and check sleeps; a restart of the incarnation the start found, in one exec) over bare x/crypto/ssh: one connection to each sshd host, at most %d sessions on it at once, no engine, no worker. It runs after drover's ops, on the same identities.", r.sessions)
+	for _, n := range r.sizes {
+		if e := r.FloorErr[n]; e != "" {
+			w(" At %d identities it stopped: %s.", n, e)
+		}
+	}
+	w("\n\n")
+}
