@@ -242,3 +242,7 @@ const (
 	// still tried; the host refuses it as too late anyway.
 	DeliverGrace = time.Minute
 )
+
+// TasksQueue names the queue of the tasks (Operate workflows, their chunks
+// and their batches) of workers that poll queue: a worker polls both.
+func TasksQueue(queue string) string { return queue + "-tasks" }

@@ -29,10 +29,6 @@ import (
 // WatchQueueSuffix names a task queue's watch queue by default.
 const WatchQueueSuffix = "-watch"
 
-// TasksQueue names the queue of the tasks (Operate workflows, their chunks
-// and their batches) of workers that poll queue: a worker polls both.
-func TasksQueue(queue string) string { return queue + "-tasks" }
-
 // HostWorkflowID names a host's workflow.
 func HostWorkflowID(h proc.HostID) string { return fmt.Sprintf("host:%d:%s", h.CloudID, h.IP) }
 

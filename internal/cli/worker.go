@@ -173,7 +173,7 @@ func StartWorker(cfg config.Config, logger *slog.Logger) (*Worker, error) {
 	// sticky queue, a chunk's task waited minutes, the answers signalled
 	// to it piling up in its state, while its batches' heartbeats and
 	// signals timed out.
-	tasks := worker.New(c, workflows.TasksQueue(cfg.TaskQueue), worker.Options{
+	tasks := worker.New(c, policies.TasksQueue(cfg.TaskQueue), worker.Options{
 		MaxConcurrentActivityExecutionSize: cfg.MaxConcurrentActivities,
 		WorkflowTaskPollerBehavior:         pollers(!cfg.PollerAutoscaling, 1, tasksPollers),
 		ActivityTaskPollerBehavior:         pollers(!cfg.PollerAutoscaling, 1, tasksPollers),
@@ -285,7 +285,7 @@ func RunWorker(ctx context.Context, cfg config.Config, logger *slog.Logger) erro
 		return err
 	}
 	logger.Info("worker started", "version", version.Get().String(), "temporal", cfg.TemporalAddress, "namespace", cfg.TemporalNamespace,
-		"task_queue", cfg.TaskQueue, "tasks_task_queue", workflows.TasksQueue(cfg.TaskQueue), "watch_task_queue", cfg.WatchQueue(), "inventory", cfg.Inventory, "metrics", w.MetricsAddr,
+		"task_queue", cfg.TaskQueue, "tasks_task_queue", policies.TasksQueue(cfg.TaskQueue), "watch_task_queue", cfg.WatchQueue(), "inventory", cfg.Inventory, "metrics", w.MetricsAddr,
 		"content_store", w.store.Location().String(), "max_pooled_connections", w.PooledConnections)
 	reloadOnHangup(ctx, w.live)
 	<-ctx.Done()

@@ -341,6 +341,9 @@ func (c Config) validate() error {
 	if c.WatchQueue() == c.TaskQueue {
 		return fmt.Errorf("watch_task_queue %q: must differ from task_queue, or ops wait behind watches", c.WatchTaskQueue)
 	}
+	if c.WatchQueue() == policies.TasksQueue(c.TaskQueue) {
+		return fmt.Errorf("watch_task_queue %q: must differ from %s, the queue of task_queue's tasks, or tasks wait behind watches", c.WatchTaskQueue, policies.TasksQueue(c.TaskQueue))
+	}
 	if (c.TLSCert == "") != (c.TLSKey == "") {
 		return fmt.Errorf("tls_cert and tls_key: give both or neither")
 	}

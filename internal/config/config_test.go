@@ -47,7 +47,7 @@ func TestLoadLayers(t *testing.T) {
 func TestLoadRejects(t *testing.T) {
 	for _, bad := range []string{"log_format: xml", "supervise_interval: 10ms", "limit_polls: 0", "tls_cert: /a", "max_sessions_per_host: 0", "max_pooled_connections: -1", "idle_connection_timeout: -1s", "max_concurrent_dials: 0",
 		"workflow_task_pollers: 1", "activity_task_pollers: 0", "workflow_cache_size: 0",
-		"supervise_timezone: Mars/Olympus", "supervise_timezone: +8", "max_concurrent_watches: 0", "watch_task_queue: drover"} {
+		"supervise_timezone: Mars/Olympus", "supervise_timezone: +8", "max_concurrent_watches: 0", "watch_task_queue: drover", "watch_task_queue: drover-tasks"} {
 		file := filepath.Join(t.TempDir(), "drover.yaml")
 		if err := os.WriteFile(file, []byte(bad+"\n"), 0o644); err != nil {
 			t.Fatal(err)

@@ -33,7 +33,7 @@ func StartOperate(ctx context.Context, c client.Client, taskQueue string, in wor
 // namespace that lacks them (`worker setup` not run) it starts the task
 // without them rather than refusing it.
 func startOperate(ctx context.Context, c client.Client, taskQueue string, in workflows.OperateInput, memo map[string]any) error {
-	taskQueue = workflows.TasksQueue(taskQueue)
+	taskQueue = policies.TasksQueue(taskQueue)
 	if len(in.Items) > policies.ChunkSize {
 		return splitTask(ctx, c, taskQueue, in, memo)
 	}
