@@ -91,10 +91,9 @@ func startEngine(s settings, metricsPort int) (*temporalEngine, error) {
 }
 
 // devServerDir holds the dev server's database: tmpfs when the machine has
-// it, as the documented dev server (docs/operating.md) keeps its state in
-// memory. On the bench's one disk the kernel's writeback of the file took
-// a third of a core during a 10,000-identity op, a cost of the bench's
-// machine, not of the engine's operations.
+// it. The documented dev server (docs/operating.md) keeps its state in
+// memory; the bench keeps a file, which a restarted server reads again,
+// where that state is.
 func devServerDir() string {
 	if os.Getenv("BENCH_SQLITE_SYNC") == "full" {
 		return ""

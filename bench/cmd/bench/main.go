@@ -20,7 +20,8 @@
 //	BENCH_OUT          results directory (bench/results); a run writing
 //	                   elsewhere leaves docs/benchmarks.md alone
 //	BENCH_SQLITE_SYNC  full: the dev server's SQLite syncs every transaction
-//	                   (its default); otherwise WAL, synced at checkpoints
+//	                   (its default), in a file on disk; otherwise WAL,
+//	                   synced at checkpoints, on tmpfs when there is one
 //	BENCH_TEMPORAL     drover's engine: dev (the pinned dev server) or
 //	                   cluster (a Temporal server on PostgreSQL, as make
 //	                   cluster runs it; results in bench/results/cluster
