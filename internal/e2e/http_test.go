@@ -96,7 +96,7 @@ func (e *env) countOperate(t *testing.T) int {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	resp, err := e.client.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{
-		Query: fmt.Sprintf("WorkflowType = '%s' AND TaskQueue = '%s'", workflows.OperateWorkflowName, e.cfg.TaskQueue)})
+		Query: fmt.Sprintf("WorkflowType = '%s' AND %s", workflows.OperateWorkflowName, onQueues(e.cfg.TaskQueue))})
 	if err != nil {
 		t.Fatal(err)
 	}

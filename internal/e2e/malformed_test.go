@@ -17,6 +17,7 @@ import (
 
 	"github.com/drover-sh/drover/gseapi"
 	"github.com/drover-sh/drover/internal/cli"
+	"github.com/drover-sh/drover/policies"
 )
 
 // malformed is one bad request and the field its error must name.
@@ -271,11 +272,17 @@ func TestMalformedRequestsStartNothing(t *testing.T) {
 }
 
 // workflowsOnQueue counts every workflow, of any type, started on queue.
+// onQueues is the listing query of the workflows a deployment on queue
+// runs: its host workflows on queue, its tasks on queue's tasks' queue.
+func onQueues(queue string) string {
+	return fmt.Sprintf("(TaskQueue = '%s' OR TaskQueue = '%s')", queue, policies.TasksQueue(queue))
+}
+
 func workflowsOnQueue(t *testing.T, c client.Client, queue string) int {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	resp, err := c.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{Query: fmt.Sprintf("TaskQueue = '%s'", queue)})
+	resp, err := c.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{Query: onQueues(queue)})
 	if err != nil {
 		t.Fatal(err)
 	}

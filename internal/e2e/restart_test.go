@@ -65,7 +65,10 @@ func TestProgressWhileRunning(t *testing.T) {
 	fast, slow := e.bed.Hosts[0], e.bed.Hosts[1]
 	installApp(t, fast, "app")
 	installApp(t, slow, "app")
-	if _, err := slow.Exec(`sed -i 's/^sleep 0.2$/sleep 6/' /data/app/start.sh`); err != nil {
+	// Slower to start its process than the answers' spacing
+	// (policies.DeliverReportEvery), so the fast host's answer is
+	// signalled while the slow host's start still runs.
+	if _, err := slow.Exec(`sed -i 's/^echo start >>/sleep 14; echo start >>/' /data/app/start.sh`); err != nil {
 		t.Fatal(err)
 	}
 	e.startWorker()
@@ -83,8 +86,10 @@ func TestProgressWhileRunning(t *testing.T) {
 	}
 	fastKey, slowKey := key(fast.IP, "1", "svc"), key(slow.IP, "1", "svc")
 	sawPartial := false
+	var last string
 	waitFor(t, 60*time.Second, "task done", func() bool {
 		out, _, _ := e.starter("", "result", accepted.Data.TaskID)
+		last = out
 		res := decodeResult(t, out)
 		f, s := res.Data[fastKey].ErrorCode, res.Data[slowKey].ErrorCode
 		if f == 0 && s == int(proc.CodeRunning) {
@@ -93,6 +98,6 @@ func TestProgressWhileRunning(t *testing.T) {
 		return f != int(proc.CodeRunning) && s != int(proc.CodeRunning)
 	})
 	if !sawPartial {
-		t.Fatal("never saw the fast host done while the slow one was still 115")
+		t.Fatalf("never saw the fast host done while the slow one was still 115; at the end:\n%s", last)
 	}
 }

@@ -174,7 +174,7 @@ func TestPayloadEncryption(t *testing.T) {
 		t.Fatalf("ps through the codec: exit %d %v\n%s%s", code, err, out, errOut)
 	}
 
-	ids := workflowIDs(t, e.client, fmt.Sprintf("TaskQueue = '%s'", e.cfg.TaskQueue))
+	ids := workflowIDs(t, e.client, onQueues(e.cfg.TaskQueue))
 	if len(ids) < 4 { // three tasks and the host workflow
 		t.Fatalf("workflows on the queue: %v", ids)
 	}
@@ -721,7 +721,7 @@ func TestNamespaceAllowListOverHTTP(t *testing.T) {
 		}
 	}
 	// Nothing started: no workflow on the queue, not even the host's.
-	if ids := workflowIDs(t, e.client, fmt.Sprintf("TaskQueue = '%s'", e.cfg.TaskQueue)); len(ids) != 0 {
+	if ids := workflowIDs(t, e.client, onQueues(e.cfg.TaskQueue)); len(ids) != 0 {
 		t.Fatalf("refused calls started %v", ids)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
@@ -767,7 +767,7 @@ func TestNamespaceAllowListOverHTTP(t *testing.T) {
 	// too: exactly register, web's status, ops' status and the host.
 	var ids []string
 	waitFor(t, 20*time.Second, "the accepted tasks in the list", func() bool {
-		ids = workflowIDs(t, e.client, fmt.Sprintf("TaskQueue = '%s'", e.cfg.TaskQueue))
+		ids = workflowIDs(t, e.client, onQueues(e.cfg.TaskQueue))
 		return len(ids) >= 4
 	})
 	if len(ids) != 4 {
