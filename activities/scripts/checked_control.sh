@@ -17,7 +17,8 @@
 #
 # With THEN (a restart's start_cmd after its stop_cmd), the output starts
 # with a line of the script's own: "__drover_then__" when the command
-# ended, PIDFILE then names no live process and the op was not cancelled;
+# ended, PIDFILE then names no live process (at once, or after WAIT) and
+# the op was not cancelled;
 # THEN then runs in this exec, and what follows is its output and its
 # check after THEN_WAIT, as for CMD. Otherwise "__drover_alone__", and
 # CMD's output and check follow, for the op to go on from.
@@ -46,6 +47,12 @@ case $c in
 *) go=0 ;;
 esac
 if [ -n "${21-}" ]; then
+  # A process may outlive its stop signal for a moment: it gets the
+  # stop's check time, as the stop's own check would, and that check
+  # then needs no wait of its own.
+  if [ "$go" = 1 ] && [ "$w" != 0 ] && ! guard_holds none "${11}"; then
+    sleep "$w"; w=0
+  fi
   if [ "$go" = 1 ] && guard_holds none "${11}" && { [ -z "$6" ] || [ ! -e "$6.cancelled" ]; }; then
     printf '__drover_then__\n'
     c=$(control "$3" "${21}" "$5" "$6" "$7" "$8")
