@@ -22,7 +22,7 @@ import (
 var ErrTaskNotFound = errors.New("task not found")
 
 // StartOperate starts the op's workflow under its task id, on the tasks'
-// queue of workers that poll taskQueue (workflows.TasksQueue). Starting the
+// queue of workers that poll taskQueue (policies.TasksQueue). Starting the
 // same task id twice is refused by the server, so a retried submission
 // never runs an op twice.
 func StartOperate(ctx context.Context, c client.Client, taskQueue string, in workflows.OperateInput) error {
