@@ -3,10 +3,12 @@ package activities
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/temporal"
 	"google.golang.org/grpc/codes"
 )
 
@@ -81,7 +83,8 @@ func StopOnWorkerStop(ctx context.Context) (_ context.Context, stopping func() b
 // batch that only reads hosts or waits on them goes on, and its answers
 // reach its task by signal whatever the server made of the attempt. A
 // cancel the task asked for, a server that no longer knows the attempt,
-// the attempt's deadline and the returned release still end it.
+// the attempt's deadline and the returned release still end it; the
+// context's cause then says which.
 func OutlastLostHeartbeats(ctx context.Context) (context.Context, func()) {
 	if !activity.IsActivity(ctx) {
 		return context.WithCancel(ctx)
@@ -91,33 +94,51 @@ func OutlastLostHeartbeats(ctx context.Context) (context.Context, func()) {
 
 // outlast is OutlastLostHeartbeats with the attempt's deadline.
 func outlast(ctx context.Context, deadline time.Time) (context.Context, func()) {
-	out, cancel := context.WithDeadline(context.WithoutCancel(ctx), deadline)
+	base, end := context.WithCancelCause(context.WithoutCancel(ctx))
+	out, cancel := context.WithDeadline(base, deadline)
 	stop := context.AfterFunc(ctx, func() {
-		if !presumedLost(context.Cause(ctx)) {
-			cancel()
+		if cause := context.Cause(ctx); !presumedLost(cause) {
+			end(cause)
 		}
 	})
-	return out, func() { stop(); cancel() }
+	return out, func() { stop(); cancel(); end(nil) }
+}
+
+// Ended is ctx's error, naming its cause when that says more: why a batch
+// was given up, for its task's history.
+func Ended(ctx context.Context) error {
+	err := ctx.Err()
+	if c := context.Cause(ctx); err != nil && c != nil && !errors.Is(c, err) {
+		return fmt.Errorf("%w: %v", err, c)
+	}
+	return err
 }
 
 // presumedLost reports whether an attempt's context ended by cause only
-// because the SDK presumed the attempt lost: a heartbeat a loaded server
-// did not take in time, which the SDK tried again until its throttle
-// interval ended and then took for the attempt timed out (any code its
-// retries take as passing, or a deadline). A cancel the task asked for,
-// the attempt's deadline, and a server that no longer knows the attempt
-// (it timed out, or its task ended: terminated, say) end it.
+// because the SDK presumed the attempt lost: a heartbeat that a loaded
+// server did not take before the SDK's retries gave up. Those retries take
+// every code but the few below as passing, Unknown too, which reaches the
+// cause as a plain error. A cancel the task asked for, a server that no
+// longer knows the attempt (it timed out, or its task ended) and a worker
+// shutting down end it. The attempt's deadline is the derived context's
+// own.
 func presumedLost(cause error) bool {
-	if errors.Is(cause, context.DeadlineExceeded) {
+	var (
+		canceled *temporal.CanceledError
+		notFound *serviceerror.NotFound
+		nsGone   *serviceerror.NamespaceNotFound
+		nsAway   *serviceerror.NamespaceNotActive
+		se       serviceerror.ServiceError
+	)
+	switch {
+	case cause == nil,
+		errors.As(cause, &canceled), errors.As(cause, &notFound),
+		errors.As(cause, &nsGone), errors.As(cause, &nsAway),
+		errors.Is(cause, activity.ErrActivityPaused), errors.Is(cause, activity.ErrActivityReset),
+		errors.Is(cause, context.Canceled):
 		return false
+	case errors.As(cause, &se):
+		return se.Status().Code() != codes.Canceled
 	}
-	var se serviceerror.ServiceError
-	if !errors.As(cause, &se) {
-		return false
-	}
-	switch se.Status().Code() {
-	case codes.DeadlineExceeded, codes.ResourceExhausted, codes.Unavailable, codes.Aborted, codes.Internal:
-		return true
-	}
-	return false
+	return true
 }

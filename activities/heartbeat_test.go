@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/temporal"
 )
 
@@ -26,10 +27,14 @@ func TestOutlastLostHeartbeats(t *testing.T) {
 		{"server's own failure", serviceerror.NewInternal("persistence timeout"), true},
 		{"server gave up", serviceerror.NewAborted("shard ownership lost"), true},
 		{"server canceled", serviceerror.NewCanceled("canceled"), false},
-		{"plain error", errors.New("heartbeat failed"), false},
+		{"server's unknown failure", errors.New("database is locked"), true},
 		{"attempt no longer known", serviceerror.NewNotFound("invalid activityID or activity already timed out"), false},
 		{"cancel asked for", temporal.NewCanceledError(), false},
-		{"attempt's deadline", context.DeadlineExceeded, false},
+		{"attempt's deadline", context.DeadlineExceeded, true},
+		{"worker shut down", context.Canceled, false},
+		{"namespace gone", serviceerror.NewNamespaceNotFound("default"), false},
+		{"paused", activity.ErrActivityPaused, false},
+		{"reset", activity.ErrActivityReset, false},
 	} {
 		if got := presumedLost(tc.err); got != tc.lost {
 			t.Errorf("%s: presumed lost %v, want %v", tc.name, got, tc.lost)
@@ -44,6 +49,10 @@ func TestOutlastLostHeartbeats(t *testing.T) {
 	case <-ctx.Done():
 	case <-time.After(10 * time.Second):
 		t.Fatal("a cancel asked for did not end the batch")
+	}
+	var canceled *temporal.CanceledError
+	if !errors.As(context.Cause(ctx), &canceled) {
+		t.Fatalf("the batch's cause is %v, want the cancel asked for", context.Cause(ctx))
 	}
 
 	ctx, release = outlast(context.Background(), time.Now().Add(10*time.Millisecond))

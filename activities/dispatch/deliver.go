@@ -57,6 +57,9 @@ func (d *Dispatcher) Deliver(ctx context.Context, in workflows.DeliverInput) ([]
 		})
 	}
 	if err := g.Wait(); err != nil {
+		if ctx.Err() != nil {
+			err = activities.Ended(ctx)
+		}
 		return nil, err
 	}
 	return out, nil

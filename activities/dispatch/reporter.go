@@ -72,12 +72,18 @@ func (r *reporter) take() []workflows.HostReply {
 }
 
 // signalAnswers sends a batch's answers to its task, trying again while a
-// loaded server does not take them, until ctx (the attempt's deadline)
-// ends or the task is gone. A budget of a minute was not enough: at
+// loaded server does not take them, until the attempt's deadline (ctx's)
+// or the task is gone. A batch given up still sends what it has: those
+// hosts' answers are their own, and its retry need not wait on them. A budget of a minute was not enough: at
 // 10,000 identities the server took no signal to a chunk for longer, the
 // batch's completion was lost too, and its task waited out the batch's
 // heartbeat timeout and a retry with the machine idle.
 func signalAnswers(ctx context.Context, c client.Client, task workflow.Execution, replies []workflows.HostReply) {
+	if d, ok := ctx.Deadline(); ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithDeadline(context.WithoutCancel(ctx), d)
+		defer cancel()
+	}
 	for wait := time.Second; ; wait = min(2*wait, 5*time.Second) {
 		err := c.SignalWorkflow(ctx, task.ID, task.RunID, workflows.AnswersSignal, replies)
 		var nf *serviceerror.NotFound

@@ -52,7 +52,7 @@ func (d *Dispatcher) Status(ctx context.Context, in workflows.StatusInput) ([]wo
 // completion reaches a loaded server. A batch that failed for some of its
 // hosts sends the answers of the others, which its retry need not give.
 func (d *Dispatcher) signalAll(ctx context.Context, out []workflows.HostReply) {
-	if len(out) > 0 && ctx.Err() == nil && activity.IsActivity(ctx) {
+	if len(out) > 0 && activity.IsActivity(ctx) {
 		signalAnswers(ctx, d.Client, activity.GetInfo(ctx).WorkflowExecution, out)
 	}
 }
@@ -98,7 +98,7 @@ func answerEach(ctx context.Context, in workflows.StatusInput, answer func(proc.
 	// A heartbeat a loaded server did not take no longer ends it
 	// (activities.OutlastLostHeartbeats). A hung host is bounded by its
 	// own probe's deadline, not by this.
-	if err := ctx.Err(); err != nil {
+	if err := activities.Ended(ctx); err != nil {
 		return nil, err
 	}
 	answered := out[:0:0]
