@@ -74,6 +74,7 @@ type Activities struct {
 	shardOnce sync.Once
 	shards    *shardWorker
 	facts     hostFacts
+	seen      procsSeen
 }
 
 // opRun is one op in progress on one host.
@@ -201,16 +202,24 @@ func (r *opRun) firstProbe() (probeResult, *proc.HostResult) {
 
 // probe samples the process with one exec; window > 0 measures current cpu.
 func (r *opRun) probe(window time.Duration, extras bool) (probeResult, *proc.HostResult) {
-	res, err := r.a.Runner.Run(r.ctx, r.host, r.command(r.plat.statusScript(r.spec, window, extras, r.known()), r.spec.OpTimeout))
+	host := r.known()
+	var seen knownProc
+	if extras && host != nil {
+		// A status of the incarnation a probe before proved the spec's
+		// is told it, and forks no readlink and no tr.
+		seen = r.a.seen.get(r.seenKey(), host.bootTime)
+	}
+	res, err := r.a.Runner.Run(r.ctx, r.host, r.command(r.plat.statusScript(r.spec, window, extras, host, seen.arg()), r.spec.OpTimeout))
 	if err != nil {
 		f := transportFailure(err)
 		return probeResult{}, &f
 	}
-	return r.readProbe(res.ExitCode, string(res.Stdout), string(res.Stderr), extras)
+	return r.readProbe(res.ExitCode, string(res.Stdout), string(res.Stderr), extras, seen)
 }
 
-// readProbe reads a probe's output; exit is its exit status.
-func (r *opRun) readProbe(exit int, stdout, stderr string, extras bool) (probeResult, *proc.HostResult) {
+// readProbe reads a probe's output; exit is its exit status, and seen the
+// incarnation the probe was told of, if any.
+func (r *opRun) readProbe(exit int, stdout, stderr string, extras bool, seen knownProc) (probeResult, *proc.HostResult) {
 	if exit != 0 {
 		f := proc.Fail(proc.CodeCommandFailed, "probe exited %d: %s", exit, trim(stderr))
 		return probeResult{}, &f
@@ -226,7 +235,9 @@ func (r *opRun) readProbe(exit int, stdout, stderr string, extras bool) (probeRe
 		return probeResult{}, &f
 	}
 	r.a.facts.learn(r.host, r.plat.account(r.spec), info)
+	seen.recall(&samples[0])
 	p := probeResult{host: info, sample: samples[0], alive: r.plat.alive(samples[0], r.spec.ProcName)}
+	r.a.seen.learn(r.seenKey(), info.BootTime, provenProc(p.sample, p.alive))
 	if extras {
 		p.extras = parseExtras(stdout)
 	}
@@ -236,6 +247,9 @@ func (r *opRun) readProbe(exit int, stdout, stderr string, extras bool) (probeRe
 // known is what an earlier probe read of this host's boot, as the spec's
 // account.
 func (r *opRun) known() *hostKnown { return r.a.facts.get(r.host, r.plat.account(r.spec)) }
+
+// seenKey names the op's process in Activities.seen.
+func (r *opRun) seenKey() string { return seenKey(r.host, r.plat.account(r.spec), r.spec.PidPath) }
 
 // command is c as the spec's account, in the platform's language.
 func (r *opRun) command(c transport.Command, timeout time.Duration) transport.Command {

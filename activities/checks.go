@@ -153,7 +153,7 @@ func (r *opRun) execControl(x controlExec) execOutcome {
 	out := string(res.Stdout)
 	if x.guard != "" {
 		if probe, stopped := splitGuarded(out); stopped {
-			p, pf := r.readProbe(res.ExitCode, probe, string(res.Stderr), false)
+			p, pf := r.readProbe(res.ExitCode, probe, string(res.Stderr), false, knownProc{})
 			return execOutcome{pre: &checked{p: p, f: pf}}
 		}
 	}
@@ -177,7 +177,7 @@ func (r *opRun) execControl(x controlExec) execOutcome {
 	if !probed || (o.f != nil && !anyExit) {
 		return o
 	}
-	p, pf := r.readProbe(res.ExitCode, probe, string(res.Stderr), false)
+	p, pf := r.readProbe(res.ExitCode, probe, string(res.Stderr), false, knownProc{})
 	o.post = &checked{p: p, f: pf}
 	return o
 }

@@ -27,7 +27,7 @@ type platform interface {
 	ranAs(user string, spec proc.Spec) bool
 	// statusScript probes spec's pid file; window > 0 measures current
 	// cpu, extras adds version_cmd and health_cmd.
-	statusScript(spec proc.Spec, window time.Duration, extras bool, host *hostKnown) transport.Command
+	statusScript(spec proc.Spec, window time.Duration, extras bool, host *hostKnown, known string) transport.Command
 	// watchScript is one supervision poll of every entry; each health
 	// check is bounded by health on its own. known[i], when set, is the
 	// "PID STARTTICKS" of entry i's process as the last poll found it
@@ -75,11 +75,12 @@ func (linuxPlatform) fits(spec proc.Spec) string {
 func (linuxPlatform) account(spec proc.Spec) string       { return spec.Account }
 func (linuxPlatform) ranAs(u string, spec proc.Spec) bool { return u == spec.Account }
 
-func (linuxPlatform) statusScript(spec proc.Spec, window time.Duration, extras bool, host *hostKnown) transport.Command {
+func (linuxPlatform) statusScript(spec proc.Spec, window time.Duration, extras bool, host *hostKnown, known string) transport.Command {
 	if !extras {
 		return probeScript([]string{spec.PidPath}, window, host)
 	}
-	return script("status.sh", append([]string{seconds(window), spec.PidPath, spec.SetupPath, spec.VersionCmd, spec.HealthCmd}, host.opArgs()...)...)
+	args := append([]string{seconds(window), spec.PidPath, spec.SetupPath, spec.VersionCmd, spec.HealthCmd}, host.opArgs()...)
+	return script("status.sh", append(args, spec.Account, known)...)
 }
 
 // watchScript is the one exec of a poll: every pid file, every health_cmd,

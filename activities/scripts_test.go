@@ -106,7 +106,7 @@ func TestStatusScriptTakesItsArgumentsLiterally(t *testing.T) {
 	pidFile := filepath.Join(setup, "svc "+hardText+".pid")
 	must(t, os.WriteFile(pidFile, []byte(strconv.Itoa(p.Process.Pid)+"\n"), 0o644))
 	spec := proc.Spec{PidPath: pidFile, SetupPath: setup, VersionCmd: "cat VERSION", HealthCmd: `test -f VERSION`}
-	c := linuxPlatform{}.statusScript(spec, 0, true, nil)
+	c := linuxPlatform{}.statusScript(spec, 0, true, nil, "")
 	if c.Name != "status" || strings.Contains(c.Script, "VERSION") {
 		t.Fatalf("status script %q holds request text", c.Name)
 	}
@@ -123,7 +123,7 @@ func TestStatusScriptTakesItsArgumentsLiterally(t *testing.T) {
 		t.Fatalf("extras %+v from\n%s", ex, out)
 	}
 	// No version_cmd nor health_cmd: no extras lines, healthy.
-	out, err = shCommand(linuxPlatform{}.statusScript(proc.Spec{PidPath: pidFile}, 0, true, nil)).Output()
+	out, err = shCommand(linuxPlatform{}.statusScript(proc.Spec{PidPath: pidFile}, 0, true, nil, "")).Output()
 	must(t, err)
 	if strings.Contains(string(out), "\nZ\t") || !parseExtras(string(out)).Healthy {
 		t.Fatalf("extras without commands:\n%s", out)

@@ -178,21 +178,13 @@ type watcher struct {
 // it in full although its boot is known.
 const hostFullEvery = 60
 
-// knownProc is one live incarnation and what proved it the spec's process.
-type knownProc struct {
-	pid               int
-	start             uint64
-	exe, argv0, argv1 string
-}
 
 // pollScript is the poll's one exec, in the platform's language, built
 // again only when the known processes changed (a restart, a death).
 func (w *watcher) pollScript(health time.Duration) transport.Command {
 	keys := make([]string, len(w.known))
 	for i, k := range w.known {
-		if k.pid > 0 {
-			keys[i] = strconv.Itoa(k.pid) + " " + strconv.FormatUint(k.start, 10)
-		}
+		keys[i] = k.arg()
 	}
 	host := w.host
 	if w.hostPolls >= hostFullEvery {
@@ -221,14 +213,8 @@ func (w *watcher) recall(host proc.HostInfo, samples []proc.Sample) {
 	w.hostPolls++
 	for i := range samples {
 		s := &samples[i]
-		k := w.known[i]
-		if k.pid > 0 && s.Pid == k.pid && s.StartTicks == k.start && s.Exe == "" && s.Argv0 == "" {
-			s.Exe, s.Argv0, s.Argv1 = k.exe, k.argv0, k.argv1
-		}
-		w.known[i] = knownProc{}
-		if w.plat.alive(*s, w.in.Entries[i].Spec.ProcName) && s.StartTicks > 0 {
-			w.known[i] = knownProc{pid: s.Pid, start: s.StartTicks, exe: s.Exe, argv0: s.Argv0, argv1: s.Argv1}
-		}
+		w.known[i].recall(s)
+		w.known[i] = provenProc(*s, w.plat.alive(*s, w.in.Entries[i].Spec.ProcName))
 	}
 }
 

@@ -83,7 +83,7 @@ type winCheck struct {
 	Path  string `json:"path,omitempty"`
 }
 
-func (windowsPlatform) statusScript(spec proc.Spec, window time.Duration, extras bool, _ *hostKnown) transport.Command {
+func (windowsPlatform) statusScript(spec proc.Spec, window time.Duration, extras bool, _ *hostKnown, _ string) transport.Command {
 	p := winProbe{Files: []string{spec.PidPath}, WindowMS: window.Milliseconds()}
 	if extras {
 		// The same V and Z lines as the Linux probe, for parseExtras.

@@ -118,7 +118,7 @@ func TestWindowsScriptsCarryRequestTextOnlyAsData(t *testing.T) {
 		ShellExt: proc.ShellPS1, OpTimeout: 30 * time.Second, VersionCmd: evil, HealthCmd: "exit 0"})
 	for name, c := range map[string]transport.Command{
 		"control": w.controlScript(spec, evil, opMark{}, nil),
-		"probe":   w.statusScript(spec, 200*time.Millisecond, true, nil),
+		"probe":   w.statusScript(spec, 200*time.Millisecond, true, nil, ""),
 		"signal":  w.signalScript(opMark{}, 4012, 99, "TERM", 5*time.Second),
 	} {
 		if c.Name != name || c.Script != scripts[name+".ps1"] {
@@ -181,7 +181,7 @@ func TestWindowsScriptsFitACommandLine(t *testing.T) {
 	}
 	for name, c := range map[string]transport.Command{
 		"control": w.controlScript(spec, long, opMark{}, nil),
-		"status":  w.statusScript(spec, time.Second, true, nil),
+		"status":  w.statusScript(spec, time.Second, true, nil, ""),
 		"signal":  w.signalScript(opMark{}, 1, 1, "TERM", time.Second),
 		"watch":   w.watchScript(entries[:2], policies.HealthCheckTimeout, nil, nil),
 	} {

@@ -116,9 +116,9 @@ func StatusProbeTimeout(opTimeout time.Duration) time.Duration {
 	return opTimeout
 }
 
-// StatusBatchDeadline bounds one status batch: its registry reads, then
-// probes in parallel, each bounded by StatusProbeTimeout, with room for a
-// slow registry read before them.
+// StatusBatchDeadline is the time a status task gives its last batch: its
+// registry reads, then probes in parallel, each bounded by
+// StatusProbeTimeout, with room for a slow registry read before them.
 const StatusBatchDeadline = DefaultOpTimeout + 30*time.Second
 
 // BatchHeartbeatTimeout is the heartbeat timeout of an activity that works

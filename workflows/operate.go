@@ -112,8 +112,12 @@ func (op *operation) runStatus(ctx workflow.Context) {
 	// themselves, or, never probed by then, 9105.
 	issued := workflow.Now(ctx)
 	limit := policies.StatusTaskDeadline(max(op.in.Total, len(op.in.Items)))
+	// Every batch starts at once and its probes queue on the worker's
+	// connections behind the others', so an attempt may take as long as
+	// the task: a hung host is bounded by its own probe's deadline, a lost
+	// worker by the heartbeat timeout.
 	actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
-		StartToCloseTimeout:    policies.StatusBatchDeadline,
+		StartToCloseTimeout:    limit,
 		ScheduleToCloseTimeout: limit,
 		HeartbeatTimeout:       policies.BatchHeartbeatTimeout,
 		RetryPolicy:            &temporal.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: 10 * time.Second},

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
@@ -16,31 +17,50 @@ import (
 
 // AwaitChunk waits until a chunk workflow closes and returns its counts. A
 // chunk that failed as a whole counts every item failed. A stopping worker
-// hands the wait back, to be retried on another.
+// hands the wait back, to be retried on another. Neither a long poll that
+// a loaded server failed nor a heartbeat it did not take ends the wait: a
+// retry would begin only after its backoff, however soon the chunk closed.
 func (d *Dispatcher) AwaitChunk(ctx context.Context, in workflows.AwaitChunkInput) (workflows.ChunkCounts, error) {
+	ctx, outlast := activities.OutlastLostHeartbeats(ctx)
+	defer outlast()
 	defer activities.KeepAlive(ctx)()
 	ctx, _, release := activities.StopOnWorkerStop(ctx)
 	defer release()
-	var res workflows.OperateResult
-	err := d.Client.GetWorkflow(ctx, in.ID, "").Get(ctx, &res)
-	if err == nil {
-		return workflows.ChunkCounts{ID: in.ID, Total: in.Total, Done: res.Done, Failed: proc.CountFailed(res.Results), Finished: true}, nil
+	for {
+		var res workflows.OperateResult
+		err := d.Client.GetWorkflow(ctx, in.ID, "").Get(ctx, &res)
+		if err == nil {
+			return workflows.ChunkCounts{ID: in.ID, Total: in.Total, Done: res.Done, Failed: proc.CountFailed(res.Results), Finished: true}, nil
+		}
+		if ctx.Err() != nil {
+			return workflows.ChunkCounts{}, activities.Ended(ctx)
+		}
+		desc, derr := d.Client.DescribeWorkflowExecution(ctx, in.ID, "")
+		var nf *serviceerror.NotFound
+		switch {
+		case errors.As(derr, &nf):
+			return workflows.ChunkCounts{}, temporal.NewNonRetryableApplicationError("chunk "+in.ID+" not found", workflows.ErrChunkNotFound, derr)
+		case derr == nil && !stillOpen(desc.GetWorkflowExecutionInfo().GetStatus()):
+			return workflows.ChunkCounts{ID: in.ID, Total: in.Total, Done: in.Total, Failed: in.Total, Finished: true,
+				Error: oneLine(fmt.Sprintf("chunk %s ended %s: %v", in.ID, desc.GetWorkflowExecutionInfo().GetStatus(), err))}, nil
+		}
+		// A transient error: wait again.
+		if sleepCtx(ctx, awaitAgainAfter) != nil {
+			return workflows.ChunkCounts{}, activities.Ended(ctx)
+		}
 	}
-	if ctx.Err() != nil {
-		return workflows.ChunkCounts{}, err
-	}
-	desc, derr := d.Client.DescribeWorkflowExecution(ctx, in.ID, "")
-	var nf *serviceerror.NotFound
-	switch {
-	case errors.As(derr, &nf):
-		return workflows.ChunkCounts{}, temporal.NewNonRetryableApplicationError("chunk "+in.ID+" not found", workflows.ErrChunkNotFound, derr)
-	case derr != nil:
-		return workflows.ChunkCounts{}, derr
-	}
-	switch desc.GetWorkflowExecutionInfo().GetStatus() {
+}
+
+// awaitAgainAfter spaces the waits of AwaitChunk on a server that fails
+// them.
+const awaitAgainAfter = time.Second
+
+// stillOpen reports whether a chunk in status s may still complete: it
+// runs, or it completed (its result read again), or continued as new.
+func stillOpen(s enums.WorkflowExecutionStatus) bool {
+	switch s {
 	case enums.WORKFLOW_EXECUTION_STATUS_RUNNING, enums.WORKFLOW_EXECUTION_STATUS_COMPLETED, enums.WORKFLOW_EXECUTION_STATUS_CONTINUED_AS_NEW:
-		return workflows.ChunkCounts{}, err // a transient error: the wait is retried
+		return true
 	}
-	return workflows.ChunkCounts{ID: in.ID, Total: in.Total, Done: in.Total, Failed: in.Total, Finished: true,
-		Error: oneLine(fmt.Sprintf("chunk %s ended %s: %v", in.ID, desc.GetWorkflowExecutionInfo().GetStatus(), err))}, nil
+	return false
 }

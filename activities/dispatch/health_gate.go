@@ -18,6 +18,8 @@ import (
 // events per batch whatever min_healthy is; a retry after a lost worker
 // holds the items for the whole window again.
 func (d *Dispatcher) HealthGate(ctx context.Context, in workflows.HealthGateInput) ([]workflows.HealthFailure, error) {
+	ctx, outlast := activities.OutlastLostHeartbeats(ctx)
+	defer outlast()
 	defer activities.KeepAlive(ctx)()
 	probe := func(ctx context.Context, items []proc.Item) ([]workflows.HostReply, error) {
 		return d.Status(ctx, workflows.StatusInput{TaskID: in.TaskID, Items: items})

@@ -27,10 +27,7 @@
 # shellcheck disable=SC2034 # read by probe_host
 noclock=1 u=${18}
 if [ -n "${19-}" ]; then
-  # USER is set by sshd for the login user and by sudo for the account it
-  # switched to; one that is not ACCOUNT is checked by id, which costs
-  # the host a process.
-  u=${USER-}; [ "$u" = "${20-}" ] || u=$(id -un)
+  user_as "${20-}"
   if [ "$u" != "${20-}" ] || ! guard_holds "${19}" "${11}"; then
     printf '__drover_guard__\n'
     probe_host "${12}" "${13}" "${14}" "${15}" "${16}" "${17}" "$u"

@@ -9,28 +9,41 @@
 # host's CPU ticks come from the first line of /proc/stat, read by the
 # shell itself.
 
-# probe_host BOOT_ID HZ PAGE MEM BOOT_TIME CPUS USER prints the H line.
-# The arguments are what a probe before learned of the host, for the boot
-# BOOT_ID names; with no BOOT_ID, or another boot, the host is read in
-# full. An empty USER is read again (id -un): an op's probe checks whom it
-# ran as every time. It sets t1, the host's CPU ticks now.
+# probe_host BOOT_ID HZ PAGE MEM BOOT_TIME CPUS USER [ACCOUNT] prints the
+# H line. The arguments are what a probe before learned of the host, for
+# the boot BOOT_ID names; with no BOOT_ID, or another boot, the host is
+# read in full (USER too), and a BOOT_ID of another boot sets rebooted.
+# An empty USER is read again (user_as): an op's probe checks whom it ran
+# as every time. It sets t1, the host's CPU ticks now.
 probe_host() {
   LC_ALL=C; export LC_ALL
   bid=; { read -r bid < /proc/sys/kernel/random/boot_id; } 2>/dev/null
+  rebooted=; [ -z "${1-}" ] || [ "$bid" = "$1" ] || rebooted=1
+  acct=${8-}
   if [ -n "$bid" ] && [ "$bid" = "${1-}" ]; then
-    hz=$2 pg=$3 mem=$4 bt=$5 ncpu=$6 u=${7:-$(id -un)}
+    hz=$2 pg=$3 mem=$4 bt=$5 ncpu=$6 u=${7-}
+    [ -n "$u" ] || user_as "$acct"
     ticks; t1=$tk
   else
     hz=$(getconf CLK_TCK 2>/dev/null); hz=${hz:-100}
     pg=$(getconf PAGESIZE 2>/dev/null); pg=${pg:-4096}
     # shellcheck disable=SC2046 # awk prints four numbers, one word each
     set -- $(awk '/^MemTotal:/{m=$2*1024} /^btime/{b=$2} /^cpu[0-9]/{n++} /^cpu /{t=0; for(i=2;i<=NF;i++) t+=$i} END{printf "%.0f %.0f %d %.0f", m, b, n, t}' /proc/meminfo /proc/stat 2>/dev/null)
-    mem=$1 bt=$2 ncpu=${3:-1} t1=$4 u=$(id -un)
+    mem=$1 bt=$2 ncpu=${3:-1} t1=$4
+    user_as "$acct"
   fi
   # An op's own checks need no clock (noclock set): only status and
   # supervision report the host's time and zone.
   if [ -n "${noclock-}" ]; then d='0 '; else d=$(date '+%s %Z%z'); fi
   printf 'H\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$ncpu" "$hz" "${mem:-0}" "${bt:-0}" "${d%% *}" "${d#* }" "$pg" "$u" "$bid"
+}
+
+# user_as ACCOUNT sets u to the user this shell runs as. USER in the
+# environment is trusted when it is ACCOUNT: sshd sets it for the login
+# user, sudo for the account it switched to. Otherwise id -un, which
+# costs the host a process.
+user_as() {
+  u=${USER-}; [ -n "$u" ] && [ "$u" = "$1" ] || u=$(id -un)
 }
 
 # ticks sets tk to the host's CPU ticks now, from the first line of
@@ -88,7 +101,8 @@ guard_holds() {
 # probe_pids WINDOW N FILE KNOWN ... samples the N pid files, each followed
 # by KNOWN: "PID STARTTICKS" of the incarnation a poll before found alive
 # (its exe and cmdline are then not read again: a pid and start time name
-# one process until the host reboots), or "". With a sampling WINDOW (in
+# one process until the host reboots, so not after probe_host found it
+# rebooted), or "". With a sampling WINDOW (in
 # seconds, not 0) it samples the host's and each process's CPU ticks
 # twice, so cpu% is a current rate, not a lifetime average; the second
 # sample is of the pid the first one read. It needs t1 (probe_host).
@@ -96,6 +110,7 @@ probe_pids() {
   window=$1 n=$2 i=0; shift 2
   while [ "$i" -lt "$n" ]; do
     f=$1 k=$2; shift 2
+    [ -z "${rebooted-}" ] || k=
     found=0; pid=""; st=""; exe=""; cl=""
     if [ -e "$f" ]; then found=1; pidin "$f"; fi
     eval "pid$i=\$pid"

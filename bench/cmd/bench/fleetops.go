@@ -349,29 +349,45 @@ func (e *env) fleetOpsReadBack(ctx context.Context, id string, n int, run *fleet
 // counts the batches the task and its chunks ran again.
 func (e *env) fleetOpsHistories(ctx context.Context, id string, n int, run *fleetOpsRun) {
 	why := map[string]int{}
-	run.TaskEvents, run.TaskBytes, run.RunAgain = e.historySize(ctx, id, why)
+	var task histSpan
+	run.TaskEvents, run.TaskBytes, run.RunAgain, task = e.historySize(ctx, id, why)
+	var closes []string
 	for k := 0; n > policies.ChunkSize && k*policies.ChunkSize < n; k++ {
-		events, size, again := e.historySize(ctx, workflows.SplitChunkID(id, k), why)
+		events, size, again, chunk := e.historySize(ctx, workflows.SplitChunkID(id, k), why)
 		if k == 0 {
 			run.ChunkEvents, run.ChunkBytes = events, size
 		}
 		run.RunAgain += again
+		closes = append(closes, fmt.Sprintf("%.0f", chunk.last.Sub(task.first).Seconds()))
 	}
 	for w, c := range why {
 		log.Printf("fleet-size ops: %d batches run again after: %s", c, w)
 	}
+	if len(closes) > 0 {
+		// A task that closes well after its last chunk waited on its
+		// waits for them, not on hosts.
+		log.Printf("fleet-size ops: chunks closed at %s s, the task at %.0f s after it began", strings.Join(closes, ", "), task.last.Sub(task.first).Seconds())
+	}
 }
+
+// histSpan is when a workflow's history began and when its last event was
+// written.
+type histSpan struct{ first, last time.Time }
 
 // historySize is a workflow's history in events and bytes, and how many
 // of its activities started more than once, tallying in why the failures
 // that made them run again; 0 when it cannot be read.
-func (e *env) historySize(ctx context.Context, id string, why map[string]int) (events, size, again int) {
+func (e *env) historySize(ctx context.Context, id string, why map[string]int) (events, size, again int, when histSpan) {
 	it := e.client.GetWorkflowHistory(ctx, id, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
 	for it.HasNext() {
 		ev, err := it.Next()
 		if err != nil {
-			return events, size, again
+			return events, size, again, when
 		}
+		if events == 0 {
+			when.first = ev.GetEventTime().AsTime()
+		}
+		when.last = ev.GetEventTime().AsTime()
 		events++
 		size += proto.Size(ev)
 		if a := ev.GetActivityTaskStartedEventAttributes(); a != nil && a.GetAttempt() > 1 {
@@ -384,7 +400,7 @@ func (e *env) historySize(ctx context.Context, id string, why map[string]int) (e
 			why[w]++
 		}
 	}
-	return events, size, again
+	return events, size, again, when
 }
 
 func tailOf(s string, n int) string {
