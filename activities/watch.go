@@ -178,7 +178,6 @@ type watcher struct {
 // it in full although its boot is known.
 const hostFullEvery = 60
 
-
 // pollScript is the poll's one exec, in the platform's language, built
 // again only when the known processes changed (a restart, a death).
 func (w *watcher) pollScript(health time.Duration) transport.Command {
