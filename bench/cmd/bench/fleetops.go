@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"log"
 	"log/slog"
 	"os"
@@ -131,11 +130,25 @@ func (e *env) fleetOps(ctx context.Context, f fleetOpsSettings) (*fleetOpsResult
 		cfg.MaxSessionsPerHost = f.sessions
 	}
 	cfg.MetricsListen = "127.0.0.1:0"
-	w, err := cli.StartWorker(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	// The worker's warnings (the SDK's among them: heartbeats and
+	// completions a loaded server did not take) go to a file beside the
+	// results (BENCH_OUT; the testbed's directory when the results go to
+	// the repository), to say why a batch ran again.
+	logDir := e.s.out
+	if logDir == defaultOut() {
+		logDir = e.dir
+	}
+	logFile, err := os.Create(filepath.Join(logDir, "fleetops-worker.log"))
+	if err != nil {
+		return r, err
+	}
+	defer logFile.Close()
+	w, err := cli.StartWorker(cfg, slog.New(slog.NewTextHandler(logFile, &slog.HandlerOptions{Level: slog.LevelWarn})))
 	if err != nil {
 		return r, err
 	}
 	defer w.Stop()
+	log.Printf("fleet-size ops: the worker's warnings in %s", logFile.Name())
 	log.Printf("fleet-size ops: the worker's metrics at http://%s/metrics", w.MetricsAddr)
 	for _, n := range f.sizes {
 		runs := map[string]*fleetOpsRun{}

@@ -148,8 +148,8 @@ func loadSettings(args []string) (settings, error) {
 		return s, err
 	}
 	s.supHosts = envInt("BENCH_SUP_HOSTS", s.hosts)
-	// The worker's shipped defaults.
-	s.wfPollers, s.actPollers = 16, 16
+	// The worker's shipped defaults, unless told otherwise.
+	s.wfPollers, s.actPollers = envInt("BENCH_WORKFLOW_POLLERS", 16), envInt("BENCH_ACTIVITY_POLLERS", 16)
 	if s.out == "" {
 		s.out = defaultOut()
 		if s.temporal == temporalCluster {
