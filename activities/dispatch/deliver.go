@@ -95,13 +95,17 @@ func (d *Dispatcher) deliverOne(ctx context.Context, in workflows.DeliverInput, 
 		return proc.HostResult{}, ctx.Err()
 	}
 	defer func() { <-deliverSlots }()
-	for wait := policies.DeliverRetryFirst; ; wait = min(2*wait, policies.DeliverRetryMax) {
+	for wait, tries := policies.DeliverRetryFirst, 1; ; wait, tries = min(2*wait, policies.DeliverRetryMax), tries+1 {
 		res, err := d.update(ctx, it.Target.HostID(), req)
 		if err == nil {
 			return res, nil
 		}
 		if ctx.Err() != nil {
 			return proc.HostResult{}, ctx.Err()
+		}
+		if tries == 1 || tries%10 == 0 {
+			// What keeps a batch from its answers on a loaded server.
+			logWarn(ctx, "the engine did not answer a host's update; sending it again", "host", it.Target.HostID().String(), "tries", tries, "error", err)
 		}
 		// A host workflow that is closed answers that, and runs nothing.
 		if lost, derr := hostloss.Closed(ctx, d.Client, it.Target.HostID()); derr == nil && lost != nil {
@@ -144,4 +148,11 @@ func (d *Dispatcher) update(ctx context.Context, id proc.HostID, req workflows.H
 		err = h.Get(ctx, &res)
 	}
 	return res, err
+}
+
+// logWarn logs through the activity's logger, when there is one.
+func logWarn(ctx context.Context, msg string, kv ...any) {
+	if activity.IsActivity(ctx) {
+		activity.GetLogger(ctx).Warn(msg, kv...)
+	}
 }

@@ -84,10 +84,17 @@ func signalAnswers(ctx context.Context, c client.Client, task workflow.Execution
 		ctx, cancel = context.WithDeadline(context.WithoutCancel(ctx), d)
 		defer cancel()
 	}
-	for wait := time.Second; ; wait = min(2*wait, 5*time.Second) {
+	for wait, tries := time.Second, 1; ; wait, tries = min(2*wait, 5*time.Second), tries+1 {
 		err := c.SignalWorkflow(ctx, task.ID, task.RunID, workflows.AnswersSignal, replies)
 		var nf *serviceerror.NotFound
-		if err == nil || errors.As(err, &nf) || sleepCtx(ctx, wait) != nil {
+		if err == nil || errors.As(err, &nf) {
+			return
+		}
+		if tries == 1 || tries%10 == 0 {
+			logWarn(ctx, "the engine did not take a batch's answers; sending them again", "task", task.ID, "answers", len(replies), "tries", tries, "error", err)
+		}
+		if sleepCtx(ctx, wait) != nil {
+			logWarn(ctx, "a batch's answers never reached its task", "task", task.ID, "answers", len(replies), "error", err)
 			return
 		}
 	}
