@@ -53,7 +53,7 @@ func (d *Dispatcher) AwaitChunk(ctx context.Context, in workflows.AwaitChunkInpu
 
 // awaitAgainAfter spaces the waits of AwaitChunk on a server that fails
 // them.
-const awaitAgainAfter = time.Second
+var awaitAgainAfter = time.Second
 
 // stillOpen reports whether a chunk in status s may still complete: it
 // runs, or it completed (its result read again), or continued as new.

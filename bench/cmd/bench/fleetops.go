@@ -138,6 +138,9 @@ func (e *env) fleetOps(ctx context.Context, f fleetOpsSettings) (*fleetOpsResult
 	if logDir == defaultOut() {
 		logDir = e.dir
 	}
+	if err := os.MkdirAll(logDir, 0o755); err != nil {
+		return r, err
+	}
 	logFile, err := os.Create(filepath.Join(logDir, "fleetops-worker.log"))
 	if err != nil {
 		return r, err
