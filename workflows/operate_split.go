@@ -36,8 +36,12 @@ func (op *operation) runSplit(ctx workflow.Context) {
 	actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 		// A chunk ends by its own backstop; its wait outlasts it.
 		StartToCloseTimeout: policies.TaskBackstop + 30*time.Minute,
-		HeartbeatTimeout:    policies.HeartbeatTimeout,
-		RetryPolicy:         &temporal.RetryPolicy{InitialInterval: time.Second, MaximumInterval: time.Minute, NonRetryableErrorTypes: []string{ErrChunkNotFound}},
+		// A wait only reads the engine, as a batch does: at 10,000
+		// identities a loaded server took its heartbeats late, timed out
+		// waits that worked, and their retries' backoff left the task idle
+		// for up to a minute after its last chunk closed.
+		HeartbeatTimeout: policies.BatchHeartbeatTimeout,
+		RetryPolicy:      &temporal.RetryPolicy{InitialInterval: time.Second, MaximumInterval: time.Minute, NonRetryableErrorTypes: []string{ErrChunkNotFound}},
 	})
 	cancels := workflow.GetSignalChannel(ctx, CancelSignal)
 	sel := workflow.NewSelector(ctx)
