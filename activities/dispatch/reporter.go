@@ -21,10 +21,15 @@ type reporter struct {
 	task workflow.Execution
 	mu   sync.Mutex
 	new  []workflows.HostReply
+	// sending is held while answers are out of new: by a periodic signal
+	// until it went or they were put back, so the last signal never
+	// misses answers a failed periodic one puts back after it.
+	sending sync.Mutex
+	every   time.Duration
 }
 
 func newReporter(c client.Client, task workflow.Execution) *reporter {
-	return &reporter{c: c, task: task}
+	return &reporter{c: c, task: task, every: policies.DeliverReportEvery}
 }
 
 func (r *reporter) add(a workflows.HostReply) {
@@ -41,7 +46,9 @@ func (r *reporter) add(a workflows.HostReply) {
 // takes an answer once, and a batch is done only once all of its answers
 // reached the task.
 func (r *reporter) run(ctx context.Context) (stop func()) {
-	stopEvery := activities.Every(ctx, policies.DeliverReportEvery, func() {
+	stopEvery := activities.Every(ctx, r.every, func() {
+		r.sending.Lock()
+		defer r.sending.Unlock()
 		if batch := r.take(); len(batch) > 0 {
 			if err := r.c.SignalWorkflow(ctx, r.task.ID, r.task.RunID, workflows.AnswersSignal, batch); err != nil {
 				r.putBack(batch)
@@ -50,6 +57,8 @@ func (r *reporter) run(ctx context.Context) (stop func()) {
 	})
 	return func() {
 		stopEvery()
+		r.sending.Lock()
+		defer r.sending.Unlock()
 		if batch := r.take(); len(batch) > 0 {
 			signalAnswers(ctx, r.c, r.task, batch)
 		}
