@@ -26,7 +26,9 @@ type platform interface {
 	// ranAs reports whether the user a probe ran as is the spec's account.
 	ranAs(user string, spec proc.Spec) bool
 	// statusScript probes spec's pid file; window > 0 measures current
-	// cpu, extras adds version_cmd and health_cmd.
+	// cpu, extras adds version_cmd and health_cmd. known, when set (with
+	// extras), is the "PID STARTTICKS" of the incarnation a probe before
+	// proved the spec's process: its exe and cmdline are not read again.
 	statusScript(spec proc.Spec, window time.Duration, extras bool, host *hostKnown, known string) transport.Command
 	// watchScript is one supervision poll of every entry; each health
 	// check is bounded by health on its own. known[i], when set, is the
