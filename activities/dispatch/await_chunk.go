@@ -27,13 +27,21 @@ func (d *Dispatcher) AwaitChunk(ctx context.Context, in workflows.AwaitChunkInpu
 	ctx, _, release := activities.StopOnWorkerStop(ctx)
 	defer release()
 	for {
+		// Each poll is bounded: a loaded server that misses telling a
+		// long poll of the chunk's close answers it only at the poll's
+		// end, and the task idled half a minute after its last chunk.
 		var res workflows.OperateResult
-		err := d.Client.GetWorkflow(ctx, in.ID, "").Get(ctx, &res)
+		pctx, cancel := context.WithTimeout(ctx, awaitPollFor)
+		err := d.Client.GetWorkflow(pctx, in.ID, "").Get(pctx, &res)
+		cancel()
 		if err == nil {
 			return workflows.ChunkCounts{ID: in.ID, Total: in.Total, Done: res.Done, Failed: proc.CountFailed(res.Results), Finished: true}, nil
 		}
 		if ctx.Err() != nil {
 			return workflows.ChunkCounts{}, activities.Ended(ctx)
+		}
+		if pctx.Err() != nil {
+			continue
 		}
 		desc, derr := d.Client.DescribeWorkflowExecution(ctx, in.ID, "")
 		var nf *serviceerror.NotFound
@@ -52,8 +60,11 @@ func (d *Dispatcher) AwaitChunk(ctx context.Context, in workflows.AwaitChunkInpu
 }
 
 // awaitAgainAfter spaces the waits of AwaitChunk on a server that fails
-// them.
-var awaitAgainAfter = time.Second
+// them; awaitPollFor bounds each.
+var (
+	awaitAgainAfter = time.Second
+	awaitPollFor    = 10 * time.Second
+)
 
 // stillOpen reports whether a chunk in status s may still complete: it
 // runs, or it completed (its result read again), or continued as new.

@@ -20,7 +20,9 @@ import (
 type failingPolls struct {
 	client.Client
 	fails, polls int
-	result       workflows.OperateResult
+	// unanswered polls are never answered: the server missed the close.
+	unanswered int
+	result     workflows.OperateResult
 }
 
 func (s *failingPolls) GetWorkflow(context.Context, string, string) client.WorkflowRun {
@@ -38,8 +40,12 @@ type chunkRun struct {
 	s *failingPolls
 }
 
-func (r chunkRun) Get(_ context.Context, out any) error {
-	if r.s.polls <= r.s.fails {
+func (r chunkRun) Get(ctx context.Context, out any) error {
+	if r.s.polls <= r.s.unanswered {
+		<-ctx.Done()
+		return ctx.Err()
+	}
+	if r.s.polls <= r.s.unanswered+r.s.fails {
 		return errors.New("context canceled")
 	}
 	*out.(*workflows.OperateResult) = r.s.result
@@ -64,5 +70,23 @@ func TestAwaitChunkWaitsAgainOnAFailedPoll(t *testing.T) {
 	}
 	if s.polls != 3 || !got.Finished || got.Done != 2 || got.Failed != 1 {
 		t.Fatalf("want the chunk's counts after three polls; got %+v after %d", got, s.polls)
+	}
+}
+
+// TestAwaitChunkPollsAgainWhenAPollGoesUnanswered: a long poll the server
+// never tells of the chunk's close ends at the wait's own bound, and the
+// next poll reads the closed chunk.
+func TestAwaitChunkPollsAgainWhenAPollGoesUnanswered(t *testing.T) {
+	defer func(d time.Duration) { awaitPollFor = d }(awaitPollFor)
+	awaitPollFor = 50 * time.Millisecond
+	s := &failingPolls{unanswered: 1, result: workflows.OperateResult{Done: 1, Results: []workflows.KeyedResult{
+		{Key: "a", HostResult: proc.HostResult{Code: proc.CodeSuccess}},
+	}}}
+	d := &Dispatcher{Client: s}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	got, err := d.AwaitChunk(ctx, workflows.AwaitChunkInput{ID: "T/chunk-0", Total: 1})
+	if err != nil || s.polls != 2 || !got.Finished || got.Done != 1 {
+		t.Fatalf("want the chunk's counts from a second poll; got %+v, %v after %d polls", got, err, s.polls)
 	}
 }
