@@ -103,10 +103,8 @@ func (d *Dispatcher) deliverOne(ctx context.Context, in workflows.DeliverInput, 
 		if ctx.Err() != nil {
 			return proc.HostResult{}, ctx.Err()
 		}
-		if tries == 1 || tries%10 == 0 {
-			// What keeps a batch from its answers on a loaded server.
-			logWarn(ctx, "the engine did not answer a host's update; sending it again", "host", it.Target.HostID().String(), "tries", tries, "error", err)
-		}
+		// What keeps a batch from its answers on a loaded server.
+		logTry(ctx, tries, "the engine did not answer a host's update; sending it again", "host", it.Target.HostID().String(), "error", err)
 		// A host workflow that is closed answers that, and runs nothing.
 		if lost, derr := hostloss.Closed(ctx, d.Client, it.Target.HostID()); derr == nil && lost != nil {
 			return *lost, nil
@@ -148,6 +146,14 @@ func (d *Dispatcher) update(ctx context.Context, id proc.HostID, req workflows.H
 		err = h.Get(ctx, &res)
 	}
 	return res, err
+}
+
+// logTry logs a try the engine did not take, the first and every tenth:
+// a loaded server fails thousands.
+func logTry(ctx context.Context, tries int, msg string, kv ...any) {
+	if tries == 1 || tries%10 == 0 {
+		logWarn(ctx, msg, append(kv, "tries", tries)...)
+	}
 }
 
 // logWarn logs through the activity's logger, when there is one.

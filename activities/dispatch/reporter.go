@@ -83,10 +83,11 @@ func (r *reporter) take() []workflows.HostReply {
 // signalAnswers sends a batch's answers to its task, trying again while a
 // loaded server does not take them, until the attempt's deadline (ctx's)
 // or the task is gone. A batch given up still sends what it has: those
-// hosts' answers are their own, and its retry need not wait on them. A budget of a minute was not enough: at
-// 10,000 identities the server took no signal to a chunk for longer, the
-// batch's completion was lost too, and its task waited out the batch's
-// heartbeat timeout and a retry with the machine idle.
+// hosts' answers are their own, and its retry need not wait on them. A
+// budget of a minute was not enough: at 10,000 identities the server took
+// no signal to a chunk for longer, the batch's completion was lost too,
+// and its task waited out the batch's heartbeat timeout and a retry with
+// the machine idle.
 func signalAnswers(ctx context.Context, c client.Client, task workflow.Execution, replies []workflows.HostReply) {
 	if d, ok := ctx.Deadline(); ok {
 		var cancel context.CancelFunc
@@ -99,9 +100,7 @@ func signalAnswers(ctx context.Context, c client.Client, task workflow.Execution
 		if err == nil || errors.As(err, &nf) {
 			return
 		}
-		if tries == 1 || tries%10 == 0 {
-			logWarn(ctx, "the engine did not take a batch's answers; sending them again", "task", task.ID, "answers", len(replies), "tries", tries, "error", err)
-		}
+		logTry(ctx, tries, "the engine did not take a batch's answers; sending them again", "task", task.ID, "answers", len(replies), "error", err)
 		if sleepCtx(ctx, wait) != nil {
 			logWarn(ctx, "a batch's answers never reached its task", "task", task.ID, "answers", len(replies), "error", err)
 			return
