@@ -88,7 +88,27 @@ func Operate(ctx workflow.Context, in OperateInput) (OperateResult, error) {
 		}
 		_ = workflow.UpsertTypedSearchAttributes(ctx, SAOutcome.ValueSet(outcome), SAFailedHost.ValueSet(failed))
 	}
+	op.tellTask(ctx)
 	return op.snapshot(), nil
+}
+
+// tellTask signals a split task's chunk's counts to the task, which then
+// need not wait for its wait activity's end: a loaded server can lose that
+// activity's completion until its heartbeat times out. The signal is sent
+// before the chunk ends, as the server sends none for a closed workflow. A
+// task not started yet, or ended, learns the counts by its wait.
+func (op *operation) tellTask(ctx workflow.Context) {
+	if op.in.Split > 0 || op.in.Total == 0 || workflow.GetInfo(ctx).ParentWorkflowExecution != nil {
+		return
+	}
+	if workflow.GetVersion(ctx, VersionChunksTellTask, workflow.DefaultVersion, 1) < 1 {
+		return
+	}
+	c := op.counts()
+	counts := ChunkCounts{ID: workflow.GetInfo(ctx).WorkflowExecution.ID, Total: c.Total, Done: c.Done, Failed: c.Failed, Finished: true}
+	if err := workflow.SignalExternalWorkflow(ctx, op.in.TaskID, "", ChunkEndedSignal, counts).Get(ctx, nil); err != nil {
+		workflow.GetLogger(ctx).Info("the task was not told of its chunk's end; it learns it by its wait", "task", op.in.TaskID, "error", err)
+	}
 }
 
 // runItems hands each item to its host's workflow and waits for the

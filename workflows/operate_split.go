@@ -2,6 +2,7 @@ package workflows
 
 import (
 	"fmt"
+	"slices"
 	"time"
 
 	"go.temporal.io/sdk/temporal"
@@ -49,33 +50,47 @@ func (op *operation) runSplit(ctx workflow.Context) {
 		c.Receive(ctx, nil)
 		op.cancelSplit(ctx)
 	})
-	pending := 0
-	wait := func() {
-		for before := pending; pending == before; {
-			sel.Select(ctx)
+	// open counts the chunks not yet finished, by their signal or their
+	// wait's end; waiting the waits in flight.
+	open, waiting := len(op.chunkCounts), 0
+	finish := func(k int, got ChunkCounts) {
+		c := &op.chunkCounts[k]
+		if c.Finished {
+			return
 		}
+		c.Done, c.Failed, c.Error, c.Finished = got.Done, got.Failed, got.Error, true
+		op.done += c.Done
+		open--
 	}
-	for k := range op.chunkCounts {
-		if pending >= policies.MaxInFlight {
-			wait()
-		}
-		fut := workflow.ExecuteActivity(actx, AwaitChunkActivity, AwaitChunkInput{ID: op.chunks[k], Total: op.chunkCounts[k].Total})
-		pending++
-		sel.AddFuture(fut, func(f workflow.Future) {
-			pending--
-			c := &op.chunkCounts[k]
+	if workflow.GetVersion(ctx, VersionChunksTellTask, workflow.DefaultVersion, 1) >= 1 {
+		sel.AddReceive(workflow.GetSignalChannel(ctx, ChunkEndedSignal), func(c workflow.ReceiveChannel, _ bool) {
 			var got ChunkCounts
-			if err := f.Get(ctx, &got); err != nil {
-				c.Done, c.Failed, c.Error = c.Total, c.Total, oneLine(err.Error())
-			} else {
-				c.Done, c.Failed, c.Error = got.Done, got.Failed, got.Error
+			c.Receive(ctx, &got)
+			if k := slices.Index(op.chunks, got.ID); k >= 0 {
+				finish(k, got)
 			}
-			c.Finished = true
-			op.done += c.Done
 		})
 	}
-	for pending > 0 {
-		wait()
+	for k := range op.chunkCounts {
+		for waiting >= policies.MaxInFlight {
+			sel.Select(ctx)
+		}
+		if op.chunkCounts[k].Finished {
+			continue
+		}
+		fut := workflow.ExecuteActivity(actx, AwaitChunkActivity, AwaitChunkInput{ID: op.chunks[k], Total: op.chunkCounts[k].Total})
+		waiting++
+		sel.AddFuture(fut, func(f workflow.Future) {
+			waiting--
+			var got ChunkCounts
+			if err := f.Get(ctx, &got); err != nil {
+				got = ChunkCounts{Done: op.chunkCounts[k].Total, Failed: op.chunkCounts[k].Total, Error: oneLine(err.Error())}
+			}
+			finish(k, got)
+		})
+	}
+	for open > 0 {
+		sel.Select(ctx)
 	}
 }
 

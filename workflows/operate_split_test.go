@@ -10,6 +10,7 @@ import (
 
 	"github.com/stretchr/testify/mock"
 	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/drover-sh/drover/policies"
@@ -135,5 +136,63 @@ func TestSplitTaskCancelReachesEveryRunningChunk(t *testing.T) {
 	}
 	if res.Done != res.Total {
 		t.Fatalf("result %+v", res)
+	}
+}
+
+// TestSplitTaskTakesAChunksSignalAheadOfItsWait: a chunk's own signal of
+// its counts finishes it for its task, so a wait whose completion the
+// server lost never holds the task open.
+func TestSplitTaskTakesAChunksSignalAheadOfItsWait(t *testing.T) {
+	env := operateEnv(t)
+	lost := make(chan struct{})
+	defer close(lost)
+	env.RegisterActivityWithOptions(func(ctx context.Context, in AwaitChunkInput) (ChunkCounts, error) {
+		if in.ID == "GSETASK:L/chunk-1" {
+			select {
+			case <-lost:
+			case <-ctx.Done():
+			}
+			return ChunkCounts{}, errors.New("this wait's completion never reaches the task")
+		}
+		return ChunkCounts{ID: in.ID, Total: in.Total, Done: in.Total, Finished: true}, nil
+	}, activity.RegisterOptions{Name: "AwaitChunk"})
+	env.RegisterDelayedCallback(func() {
+		env.SignalWorkflow(ChunkEndedSignal, ChunkCounts{ID: "GSETASK:L/chunk-1", Total: 9, Done: 9, Failed: 2, Finished: true})
+	}, time.Second)
+	env.ExecuteWorkflow(OperateWorkflowName, OperateInput{TaskID: "GSETASK:L", Op: proc.OpRestart, Split: 2, Total: policies.ChunkSize + 9})
+	var res OperateResult
+	if err := env.GetWorkflowResult(&res); err != nil {
+		t.Fatal(err)
+	}
+	if res.Done != policies.ChunkSize+9 || res.Failed != 2 {
+		t.Fatalf("done %d failed %d, want %d and 2 (chunk-1's signal)", res.Done, res.Failed, policies.ChunkSize+9)
+	}
+}
+
+// TestSplitChunkTellsItsTask: a chunk of a split task signals its counts
+// to the task, by the task's id, before it ends.
+func TestSplitChunkTellsItsTask(t *testing.T) {
+	env := operateEnv(t)
+	items := []proc.Item{
+		{Target: proc.Target{IP: "10.0.0.1"}, Process: proc.ProcessID{Namespace: "ns", Name: "p"}},
+		{Target: proc.Target{IP: "10.0.0.2"}, Process: proc.ProcessID{Namespace: "ns", Name: "p"}},
+	}
+	env.RegisterActivityWithOptions(func(_ context.Context, in DeliverInput) ([]HostReply, error) {
+		out := answerAll(in)
+		out[len(out)-1].Result = proc.Fail(proc.CodeNotRunning, "not running")
+		return out, nil
+	}, activity.RegisterOptions{Name: "Deliver"})
+	var told []ChunkCounts
+	env.OnSignalExternalWorkflow(mock.Anything, "GSETASK:T", "", ChunkEndedSignal, mock.Anything).Return(nil).Run(func(args mock.Arguments) {
+		told = append(told, args.Get(4).(ChunkCounts))
+	})
+	env.SetStartWorkflowOptions(client.StartWorkflowOptions{ID: "GSETASK:T/chunk-3"})
+	env.ExecuteWorkflow(OperateWorkflowName, OperateInput{TaskID: "GSETASK:T", Op: proc.OpStop, Items: items, Offset: 3 * policies.ChunkSize, Total: 3*policies.ChunkSize + 2})
+	if err := env.GetWorkflowError(); err != nil {
+		t.Fatal(err)
+	}
+	want := ChunkCounts{ID: "GSETASK:T/chunk-3", Total: 2, Done: 2, Failed: 1, Finished: true}
+	if len(told) != 1 || told[0] != want {
+		t.Fatalf("told the task %+v, want once %+v", told, want)
 	}
 }

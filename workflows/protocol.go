@@ -83,6 +83,9 @@ const (
 	// AnswersSignal carries []HostReply: hosts' answers a Deliver batch
 	// has so far, ahead of its result.
 	AnswersSignal = "answers"
+	// ChunkEndedSignal carries ChunkCounts: a chunk of a split task tells
+	// the task its counts as it ends.
+	ChunkEndedSignal = "chunk-ended"
 )
 
 // Host.

@@ -39,6 +39,7 @@ const (
 	VersionArmLocal            = "arm-local"
 	VersionFileOpCancels       = "file-op-cancels"
 	VersionAnswersCloseBatches = "answers-close-batches"
+	VersionChunksTellTask      = "chunks-tell-task"
 )
 
 // Change is one entry of the ledger.
@@ -103,6 +104,10 @@ var Ledger = []Change{
 		"a batch is done once its AnswersSignal has answered every item, its activity's end not awaited " +
 			"(only its end counted, so a completion the server lost cost a heartbeat timeout and a retry)",
 		"operate.go runStatus, operate_deliver.go runDelivered"},
+	{21, VersionChunksTellTask, OperateWorkflowName,
+		"a chunk of a split task signals the task its counts as it ends, and the task takes them ahead of its wait " +
+			"(only the wait's end counted, so a completion the server lost cost a heartbeat timeout and a retry)",
+		"operate.go tellTask, operate_split.go runSplit"},
 }
 
 // LedgerGen is the newest change's Gen. A host workflow run begun on a

@@ -78,6 +78,8 @@ type env struct {
 	ctlProfiled bool
 	// metricsPort serves the dev server's metrics; 0 when it does not.
 	metricsPort int
+	// logDir holds the fleet-size ops' worker log and kept histories.
+	logDir string
 }
 
 func newEnv(ctx context.Context, s settings, bed *testbed.Bed, address string) (*env, error) {

@@ -16,6 +16,7 @@ import (
 
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.yaml.in/yaml/v3"
+	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/drover-sh/drover/gseapi"
@@ -138,6 +139,7 @@ func (e *env) fleetOps(ctx context.Context, f fleetOpsSettings) (*fleetOpsResult
 	if logDir == defaultOut() {
 		logDir = e.dir
 	}
+	e.logDir = logDir
 	if err := os.MkdirAll(logDir, 0o755); err != nil {
 		return r, err
 	}
@@ -368,6 +370,7 @@ func (e *env) fleetOpsHistories(ctx context.Context, id string, n int, run *flee
 	var task histSpan
 	run.TaskEvents, run.TaskBytes, run.RunAgain, task = e.historySize(ctx, id, why)
 	var closes []string
+	var lastChunk time.Time
 	for k := 0; n > policies.ChunkSize && k*policies.ChunkSize < n; k++ {
 		events, size, again, chunk := e.historySize(ctx, workflows.SplitChunkID(id, k), why)
 		if k == 0 {
@@ -375,6 +378,12 @@ func (e *env) fleetOpsHistories(ctx context.Context, id string, n int, run *flee
 		}
 		run.RunAgain += again
 		closes = append(closes, fmt.Sprintf("%.0f", chunk.last.Sub(task.first).Seconds()))
+		if chunk.last.After(lastChunk) {
+			lastChunk = chunk.last
+		}
+	}
+	if len(closes) > 0 && task.last.Sub(lastChunk) > lateClose {
+		e.keepHistory(ctx, id)
 	}
 	for w, c := range why {
 		log.Printf("fleet-size ops: %d batches run again after: %s", c, w)
@@ -384,6 +393,37 @@ func (e *env) fleetOpsHistories(ctx context.Context, id string, n int, run *flee
 		// waits for them, not on hosts.
 		log.Printf("fleet-size ops: chunks closed at %s s, the task at %.0f s after it began", strings.Join(closes, ", "), task.last.Sub(task.first).Seconds())
 	}
+}
+
+// lateClose is how long after its last chunk a task may close before the
+// bench keeps the task's history, to say what it waited on.
+const lateClose = 5 * time.Second
+
+// keepHistory writes workflow id's history beside the worker's log, an
+// event a line as the engine's JSON.
+func (e *env) keepHistory(ctx context.Context, id string) {
+	path := filepath.Join(e.logDir, strings.NewReplacer("/", "_", ":", "_").Replace(id)+".history.jsonl")
+	var b bytes.Buffer
+	it := e.client.GetWorkflowHistory(ctx, id, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	for it.HasNext() {
+		ev, err := it.Next()
+		if err != nil {
+			log.Printf("fleet-size ops: history of %s: %v", id, err)
+			return
+		}
+		line, err := protojson.Marshal(ev)
+		if err != nil {
+			log.Printf("fleet-size ops: history of %s: %v", id, err)
+			return
+		}
+		b.Write(line)
+		b.WriteByte('\n')
+	}
+	if err := os.WriteFile(path, b.Bytes(), 0o644); err != nil {
+		log.Printf("fleet-size ops: history of %s: %v", id, err)
+		return
+	}
+	log.Printf("fleet-size ops: the task closed more than %s after its last chunk; its history is in %s", lateClose, path)
 }
 
 // histSpan is when a workflow's history began and when its last event was
