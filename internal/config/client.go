@@ -20,6 +20,9 @@ import (
 // encryption when a codec key is set.
 func (c Config) ClientOptions() (client.Options, error) {
 	opts := client.Options{HostPort: c.TemporalAddress, Namespace: c.TemporalNamespace}
+	if c.GRPCCompression != "gzip" {
+		opts.ConnectionOptions.GrpcCompression = &client.GrpcCompressionNone{}
+	}
 	cd, err := c.Codec()
 	if err != nil {
 		return opts, err

@@ -63,6 +63,11 @@ type Config struct {
 	// APIKeyEnv names the environment variable holding a Temporal Cloud
 	// API key; the key itself never sits in the config.
 	APIKeyEnv string `koanf:"api_key_env"`
+	// GRPCCompression is how requests to Temporal are compressed: none or
+	// gzip. The SDK's gzip costs the worker and the server CPU on every
+	// request, both ways; drover's are small, and on a LAN the CPU is the
+	// budget. gzip saves bandwidth to a server far away.
+	GRPCCompression string `koanf:"grpc_compression"`
 
 	// Payload encryption: where the current AES-256 key is (a file, or the
 	// name of an environment variable), and keys rotated out that still
@@ -180,6 +185,7 @@ func (a AppConfig) Secret() (string, error) {
 var defaults = map[string]any{
 	"temporal_address":   "127.0.0.1:7233",
 	"temporal_namespace": "default",
+	"grpc_compression":   "none",
 	"task_queue":         "drover",
 	"inventory":          "./inventory.yaml",
 	"log_format":         "text",
@@ -243,6 +249,7 @@ func AddFlags(fs *pflag.FlagSet) {
 	fs.String("tls-ca", "", "CA bundle for Temporal's server certificate (env DROVER_TLS_CA)")
 	fs.String("tls-server-name", "", "server name to verify, when not the address's host (env DROVER_TLS_SERVER_NAME)")
 	fs.String("api-key-env", "", "name of the env var holding a Temporal API key (env DROVER_API_KEY_ENV)")
+	fs.String("grpc-compression", "", "compression of requests to Temporal: none or gzip (env DROVER_GRPC_COMPRESSION; default none)")
 	fs.String("codec-key-file", "", "file holding the payload encryption key (env DROVER_CODEC_KEY_FILE)")
 	fs.String("codec-key-env", "", "name of the env var holding the payload encryption key (env DROVER_CODEC_KEY_ENV)")
 	fs.String("content-store", "", "content store shared by starters, the HTTP server and workers, for config push and logs: s3://BUCKET?region=... or file:///DIR (env DROVER_CONTENT_STORE; default a directory of this user's)")
@@ -346,6 +353,9 @@ func (c Config) validate() error {
 	}
 	if (c.TLSCert == "") != (c.TLSKey == "") {
 		return fmt.Errorf("tls_cert and tls_key: give both or neither")
+	}
+	if c.GRPCCompression != "none" && c.GRPCCompression != "gzip" {
+		return fmt.Errorf("grpc_compression %q: must be none or gzip", c.GRPCCompression)
 	}
 	// The worker's pools and pollers, checked in this order.
 	for _, err := range []error{

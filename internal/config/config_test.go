@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"go.temporal.io/sdk/client"
+
 	"github.com/spf13/pflag"
 )
 
@@ -47,7 +49,7 @@ func TestLoadLayers(t *testing.T) {
 func TestLoadRejects(t *testing.T) {
 	for _, bad := range []string{"log_format: xml", "supervise_interval: 10ms", "limit_polls: 0", "tls_cert: /a", "max_sessions_per_host: 0", "max_pooled_connections: -1", "idle_connection_timeout: -1s", "max_concurrent_dials: 0",
 		"workflow_task_pollers: 1", "activity_task_pollers: 0", "workflow_cache_size: 0",
-		"supervise_timezone: Mars/Olympus", "supervise_timezone: +8", "max_concurrent_watches: 0", "watch_task_queue: drover", "watch_task_queue: drover-tasks"} {
+		"supervise_timezone: Mars/Olympus", "supervise_timezone: +8", "max_concurrent_watches: 0", "watch_task_queue: drover", "watch_task_queue: drover-tasks", "grpc_compression: zstd"} {
 		file := filepath.Join(t.TempDir(), "drover.yaml")
 		if err := os.WriteFile(file, []byte(bad+"\n"), 0o644); err != nil {
 			t.Fatal(err)
@@ -60,6 +62,23 @@ func TestLoadRejects(t *testing.T) {
 		if _, err := Load(fs); err == nil || !strings.Contains(err.Error(), key) {
 			t.Errorf("%q: error %v should name %s", bad, err, key)
 		}
+	}
+}
+
+// TestGRPCCompressionNoneByDefault: requests to Temporal go uncompressed
+// unless gzip is asked for.
+func TestGRPCCompressionNoneByDefault(t *testing.T) {
+	c := Defaults()
+	opts, err := c.ClientOptions()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := opts.ConnectionOptions.GrpcCompression.(*client.GrpcCompressionNone); !ok {
+		t.Fatalf("default compression %T, want none", opts.ConnectionOptions.GrpcCompression)
+	}
+	c.GRPCCompression = "gzip"
+	if opts, err = c.ClientOptions(); err != nil || opts.ConnectionOptions.GrpcCompression != nil {
+		t.Fatalf("gzip: %T %v, want the SDK's default (gzip)", opts.ConnectionOptions.GrpcCompression, err)
 	}
 }
 
