@@ -22,12 +22,9 @@ import (
 	"time"
 
 	commonpb "go.temporal.io/api/common/v1"
-	enumspb "go.temporal.io/api/enums/v1"
-	historypb "go.temporal.io/api/history/v1"
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
-	"google.golang.org/protobuf/encoding/protojson"
 	"gopkg.in/yaml.v3"
 
 	"github.com/drover-sh/drover/gseapi"
@@ -384,20 +381,7 @@ func (e *env) recordRunHistory(id, runID, name string) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	it := e.client.GetWorkflowHistory(ctx, id, runID, false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
-	var h historypb.History
-	for it.HasNext() {
-		ev, err := it.Next()
-		if err != nil {
-			e.t.Fatalf("history of %s: %v", id, err)
-		}
-		h.Events = append(h.Events, ev)
-	}
-	b, err := protojson.MarshalOptions{Indent: "  "}.Marshal(&h)
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(dir, name+".json"), b, 0o644); err != nil {
+	if err := testbed.SaveHistory(ctx, e.client, id, runID, filepath.Join(dir, name+".json")); err != nil {
 		e.t.Fatal(err)
 	}
 }

@@ -16,7 +16,6 @@ import (
 
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.yaml.in/yaml/v3"
-	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/drover-sh/drover/gseapi"
@@ -399,28 +398,12 @@ func (e *env) fleetOpsHistories(ctx context.Context, id string, n int, run *flee
 // bench keeps the task's history, to say what it waited on.
 const lateClose = 5 * time.Second
 
-// keepHistory writes workflow id's history beside the worker's log, an
-// event a line as the engine's JSON.
+// keepHistory writes workflow id's history beside the worker's log, in
+// the form the replay tests read.
 func (e *env) keepHistory(ctx context.Context, id string) {
-	path := filepath.Join(e.logDir, strings.NewReplacer("/", "_", ":", "_").Replace(id)+".history.jsonl")
-	var b bytes.Buffer
-	it := e.client.GetWorkflowHistory(ctx, id, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
-	for it.HasNext() {
-		ev, err := it.Next()
-		if err != nil {
-			log.Printf("fleet-size ops: history of %s: %v", id, err)
-			return
-		}
-		line, err := protojson.Marshal(ev)
-		if err != nil {
-			log.Printf("fleet-size ops: history of %s: %v", id, err)
-			return
-		}
-		b.Write(line)
-		b.WriteByte('\n')
-	}
-	if err := os.WriteFile(path, b.Bytes(), 0o644); err != nil {
-		log.Printf("fleet-size ops: history of %s: %v", id, err)
+	path := filepath.Join(e.logDir, strings.NewReplacer("/", "_", ":", "_").Replace(id)+".history.json")
+	if err := testbed.SaveHistory(ctx, e.client, id, "", path); err != nil {
+		log.Printf("fleet-size ops: %v", err)
 		return
 	}
 	log.Printf("fleet-size ops: the task closed more than %s after its last chunk; its history is in %s", lateClose, path)
