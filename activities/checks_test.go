@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"os/user"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -70,9 +71,12 @@ func TestControlAndItsCheckShareOneExec(t *testing.T) {
 	spec := proc.Spec{ProcName: "svcprog", SetupPath: dir, PidPath: pidFile, Account: me.Username, AutoType: proc.AutoResident,
 		// The command prints the marker itself: only the script's own
 		// separates the command's output from the check's.
-		StartCmd:   "echo " + checkMarker + "; ./svcprog 60 </dev/null >/dev/null 2>&1 & echo $! > svcprog.pid",
-		StopCmd:    "kill $(cat svcprog.pid); exit 3",
-		StartCheck: 100 * time.Millisecond, StopCheck: time.Second, OpTimeout: 30 * time.Second}
+		StartCmd: "echo " + checkMarker + "; ./svcprog 60 </dev/null >/dev/null 2>&1 & echo $! > svcprog.pid",
+		StopCmd:  "kill $(cat svcprog.pid); exit 3",
+		// A killed process that waits for a loaded machine's CPU outlives
+		// its signal: the stop's check time is ample, and a quick exit
+		// costs no more of it.
+		StartCheck: 100 * time.Millisecond, StopCheck: 10 * time.Second, OpTimeout: 30 * time.Second}
 	var known HostOpOutput
 	run := func(op proc.OpType, s proc.Spec) HostOpOutput {
 		t.Helper()
@@ -142,7 +146,7 @@ func TestControlAndItsCheckShareOneExec(t *testing.T) {
 	// check: nothing is started.
 	known = out
 	stubborn := spec
-	stubborn.StopCmd = "true"
+	stubborn.StopCmd, stubborn.StopCheck = "true", 100*time.Millisecond
 	out = run(proc.OpRestart, stubborn)
 	checkMessage(t, "restart whose stop leaves it running", out.Result, proc.CodePostCheck, "still alive", fmt.Sprintf("pid %d", known.Pid))
 	if outs := execs("restart whose stop leaves it running", 2); !strings.HasPrefix(outs[0], aloneMarker+"\n") || strings.Contains(outs[0], thenMarker) {
@@ -165,5 +169,60 @@ func TestControlAndItsCheckShareOneExec(t *testing.T) {
 	outs := runner.take()
 	if len(outs) != 1 || strings.Contains(outs[0], "\n"+checkMarker+"\n") {
 		t.Fatalf("failing start: its exec must end without waiting or checking; got %q", outs)
+	}
+}
+
+// TestRestartLooksForItsStopsEndEachTenth: a restart's start follows its
+// stop in the same exec as soon as the stopped process has gone, looked
+// for every 0.1 s within stop_check, not after all of it; a process that
+// outlives stop_check was looked for throughout, and the start is left to
+// the stop's check. The host's sleep is wrapped to count the looks.
+func TestRestartLooksForItsStopsEndEachTenth(t *testing.T) {
+	me, err := user.Current()
+	must(t, err)
+	sleepBin, err := exec.LookPath("sleep")
+	must(t, err)
+	base := t.TempDir()
+	shim, log := filepath.Join(base, "bin"), filepath.Join(base, "sleeps")
+	must(t, os.Mkdir(shim, 0o755))
+	must(t, os.WriteFile(filepath.Join(shim, "sleep"), []byte("#!/bin/sh\necho \"$@\" >> '"+log+"'\nexec '"+sleepBin+"' \"$@\"\n"), 0o755))
+	for _, c := range []struct {
+		name, onTerm string
+		check        time.Duration
+		then         bool
+	}{
+		{"gone after 0.3 s of a 10 s check", "sleep 0.3; exit 0", 10 * time.Second, true},
+		{"alive through a 1 s check", "", time.Second, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			dir := t.TempDir()
+			pidFile := filepath.Join(dir, "svc.pid")
+			victim := exec.Command("sh", "-c", "trap '"+c.onTerm+"' TERM; while :; do sleep 1 & wait $!; done")
+			must(t, victim.Start())
+			t.Cleanup(func() { _ = victim.Process.Kill(); _ = victim.Wait() })
+			must(t, os.WriteFile(pidFile, []byte(strconv.Itoa(victim.Process.Pid)+"\n"), 0o644))
+			out, err := shCommand(ProbeScript([]string{pidFile}, 0)).Output()
+			must(t, err)
+			info, samples, err := ParseProbe(string(out), 1)
+			must(t, err)
+			_ = os.Remove(log)
+			x := controlExec{verb: "restart", cmd: "kill $(cat svc.pid)", wait: c.check,
+				guard: incarnationGuard(samples[0].Pid, samples[0].StartTicks), then: "echo started"}
+			cmd := shCommand(checkedControlScript(opMark{}, dir, 30*time.Second, nil, pidFile, knownHost(info), me.Username, x))
+			cmd.Env = append(os.Environ(), "PATH="+shim+":"+os.Getenv("PATH"))
+			b, err := cmd.Output()
+			must(t, err)
+			if got := strings.HasPrefix(string(b), thenMarker+"\n"); got != c.then {
+				t.Fatalf("start in the stop's exec: %v, want %v: %q", got, c.then, b)
+			}
+			logged, _ := os.ReadFile(log)
+			looks := strings.Count(string(logged), "0.1\n")
+			if strings.Contains(string(logged), seconds(c.check)) {
+				t.Fatalf("slept the whole stop_check at once: %q", logged)
+			}
+			if all := int(c.check / (100 * time.Millisecond)); c.then && (looks < 1 || looks >= all) || !c.then && looks != all {
+				t.Fatalf("looked %d times within stop_check %s (the script's sleeps: %q)", looks, c.check, logged)
+			}
+		})
 	}
 }

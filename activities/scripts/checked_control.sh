@@ -44,11 +44,14 @@ case $c in
 *) go=0 ;;
 esac
 if [ -n "${21-}" ]; then
-  # A process may outlive its stop signal for a moment: it gets the
-  # stop's check time, as the stop's own check would, and that check
-  # then needs no wait of its own.
-  if [ "$go" = 1 ] && [ "$w" != 0 ] && ! guard_holds none "${11}"; then
-    sleep "$w"; w=0
+  # A process may outlive its stop signal for a moment: it gets up to the
+  # stop's check time, looked at each 0.1 s so a quick exit costs no more,
+  # and the stop's own check then needs no wait of its own. WAIT has
+  # three decimals: its first is the tenths.
+  if [ "$go" = 1 ] && [ "$w" != 0 ]; then
+    t=${w#*.}; n=$((${w%.*} * 10 + ${t%??})) i=0; [ "$n" -gt 0 ] || n=1
+    while [ "$i" -lt "$n" ] && ! guard_holds none "${11}"; do sleep 0.1; i=$((i+1)); done
+    w=0
   fi
   if [ "$go" = 1 ] && guard_holds none "${11}" && { [ -z "$6" ] || [ ! -e "$6.cancelled" ]; }; then
     printf '__drover_then__\n'
