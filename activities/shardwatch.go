@@ -94,6 +94,8 @@ type shardWorker struct {
 	// reported to their host workflows: they are told once, not at every
 	// arm, while the shard waits for them to come back.
 	removed map[string]bool
+	// handoffs holds what hosts armed on this worker (HandOffWatch).
+	handoffs map[string]armedWatch
 }
 
 type shardRun struct {
@@ -105,7 +107,7 @@ type shardRun struct {
 func (a *Activities) shardWorker() *shardWorker {
 	a.shardOnce.Do(func() {
 		a.shards = &shardWorker{hosts: map[string]*hostWatch{}, members: map[string][]string{}, running: map[string]*shardRun{},
-			latest: map[string]int{}, removed: map[string]bool{}}
+			latest: map[string]int{}, removed: map[string]bool{}, handoffs: map[string]armedWatch{}}
 	})
 	return a.shards
 }
@@ -316,6 +318,9 @@ func (s *shardWorker) setRemoved(host string, removed bool) {
 // nothing armed, or gone, is not polled (it is left as reported) and not
 // cached: its next arm starts the shard watch again. Nil: no answer.
 func (a *Activities) fetchWatch(ctx context.Context, m ShardMember, sem chan struct{}) *hostWatch {
+	if in, ok := a.shardWorker().takeHandoff(m.Host, m.Gen); ok {
+		return a.keepWatch(m.Host, m.Gen, in)
+	}
 	select {
 	case sem <- struct{}{}:
 	case <-ctx.Done():
@@ -338,13 +343,16 @@ func (a *Activities) fetchWatch(ctx context.Context, m ShardMember, sem chan str
 		// Gone, or decided on: a next arm starts the shard watch again.
 		return &hostWatch{gen: m.Gen, reported: true}
 	}
-	hw := &hostWatch{gen: got.Gen, in: *got.Input}
-	sw := a.shardWorker()
-	host, ok := a.Inventory.Lookup(got.Input.Target.HostID())
-	if ok {
+	return a.keepWatch(m.Host, got.Gen, *got.Input)
+}
+
+// keepWatch keeps a member host's watch of generation gen, armed with in.
+func (a *Activities) keepWatch(member string, gen int, in WatchInput) *hostWatch {
+	hw := &hostWatch{gen: gen, in: in}
+	if host, ok := a.Inventory.Lookup(in.Target.HostID()); ok {
 		hw.w = newWatcher(hw.in, platformFor(host))
 	}
-	sw.put(m.Host, hw)
+	a.shardWorker().put(member, hw)
 	return hw
 }
 

@@ -3,6 +3,7 @@ package workflows
 import (
 	"time"
 
+	"github.com/drover-sh/drover/activities"
 	"github.com/drover-sh/drover/proc"
 )
 
@@ -77,4 +78,7 @@ type ArmInput struct {
 	Arm   ShardArm `json:"arm"`
 	// WatchQueue is where the shard runs its watch, when the arm starts it.
 	WatchQueue string `json:"watch_queue"`
+	// Watch is what the host armed, handed to a watch on the same worker
+	// (activities.HandOffWatch); none for a disarm.
+	Watch *activities.WatchInput `json:"watch,omitempty"`
 }

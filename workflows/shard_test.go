@@ -133,6 +133,13 @@ func TestShardArmEventsDecideRearm(t *testing.T) {
 	if before.Gen != 1 || before.Input == nil || len(before.Input.Entries) != 1 || after.Gen != 2 || after.Input == nil {
 		t.Fatalf("watch-input answered %+v, then %+v", before, after)
 	}
+	// Each arm carries what the query answers at its generation, for a
+	// watch on the arm's worker to take without the query.
+	for i, w := range []activities.HostWatch{before, after} {
+		if got := r.arms[i].Watch; got == nil || !sameWatchInput(*got, *w.Input) {
+			t.Fatalf("arm of generation %d carries %+v, want %+v", w.Gen, got, w.Input)
+		}
+	}
 	if st.WatchGen != 2 || st.WatchShard != a.Shard {
 		t.Fatalf("carried on armed at %d on %q", st.WatchGen, st.WatchShard)
 	}
@@ -190,6 +197,9 @@ func TestShardDisarmedWhenNothingIsWatched(t *testing.T) {
 	st := r.run(managed(nil))
 	if g := r.gens(); !same(g, []int{1, 0}) || st.WatchShard != "" {
 		t.Fatalf("arms %v, shard %q: want armed, then disarmed", g, st.WatchShard)
+	}
+	if r.arms[1].Watch != nil {
+		t.Fatalf("the disarm carries a watch: %+v", r.arms[1].Watch)
 	}
 }
 

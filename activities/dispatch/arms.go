@@ -11,6 +11,7 @@ import (
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
 
+	"github.com/drover-sh/drover/activities"
 	"github.com/drover-sh/drover/workflows"
 )
 
@@ -81,6 +82,13 @@ const armSendTimeout = 20 * time.Second
 // a worker makes close together go to their shard in one signal: after a
 // fleet op, hundreds of hosts arm at once, and each signal is a write.
 func (d *Dispatcher) ArmWatch(ctx context.Context, in workflows.ArmInput) error {
+	if d.Acts != nil && (in.Watch != nil || in.Arm.Gen == 0) {
+		var w activities.WatchInput
+		if in.Watch != nil {
+			w = *in.Watch
+		}
+		activities.HandOffWatch(d.Acts, in.Arm.Host, in.Arm.Gen, w)
+	}
 	d.armsOnce.Do(func() { d.arms = newArmBatcher(d.sendArms) })
 	return d.arms.arm(ctx, in)
 }

@@ -1,0 +1,73 @@
+package activities
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/drover-sh/drover/inventory"
+	"github.com/drover-sh/drover/policies"
+	"github.com/drover-sh/drover/proc"
+)
+
+// TestShardWatchTakesWhatItsWorkerArmed: a generation a host armed on the
+// watch's own worker is watched without asking the host workflow, once;
+// one of another generation, older or newer, is not taken for it, and a
+// disarm drops what was handed off.
+func TestShardWatchTakesWhatItsWorkerArmed(t *testing.T) {
+	dir := t.TempDir()
+	deadPid := filepath.Join(dir, "gone.pid")
+	must(t, os.WriteFile(deadPid, []byte("999999\n"), 0o644))
+	gone := WatchInput{Target: proc.Target{IP: "10.0.0.2"}, Interval: 100 * time.Millisecond, Entries: []WatchEntry{{
+		Process: proc.ProcessID{Namespace: "t", Name: "gone"},
+		Spec:    policies.WithDefaults(proc.Spec{ProcName: "gone", SetupPath: dir, PidPath: deadPid, AutoType: proc.AutoResident})}}}
+	inv, err := inventory.New("", inventory.Host{User: "root"}, nil, []inventory.Host{{IP: "10.0.0.2"}})
+	must(t, err)
+	const member = "host:0:10.0.0.2"
+	hosts := &fakeHosts{queries: map[string]int{}, reported: map[string][]ShardEvents{}, watches: map[string]HostWatch{}}
+	a := &Activities{Inventory: inv, Runner: &countingRunner{execs: map[string]int{}}, Hosts: hosts}
+	epoch := 0
+	watch := func(gen int) []ShardEvents {
+		t.Helper()
+		epoch++
+		in := ShardWatchInput{Shard: "s", Epoch: epoch, Renew: 500 * time.Millisecond, Members: []ShardMember{{Host: member, Gen: gen}}}
+		if err := a.ShardWatch(context.Background(), in); err != nil {
+			t.Fatal(err)
+		}
+		return hosts.reported[member]
+	}
+
+	// The host workflow would answer nothing armed: only the hand-off can
+	// have made the watch poll the host and find its process dead.
+	HandOffWatch(a, member, 5, gone)
+	if r := watch(5); hosts.queries[member] != 0 || len(r) != 1 || r[0].Gen != 5 || len(r[0].Events) != 1 || r[0].Events[0].Kind != WatchDead {
+		t.Fatalf("generation 5 handed off: %d queries, reports %+v", hosts.queries[member], r)
+	}
+
+	// An older generation's hand-off is not taken for 6: the host is asked.
+	HandOffWatch(a, member, 4, gone)
+	hosts.watches[member] = HostWatch{Gen: 6, Input: &gone}
+	if r := watch(6); hosts.queries[member] != 1 || len(r) != 2 || r[1].Gen != 6 {
+		t.Fatalf("generation 6 with 4 handed off: %d queries, reports %+v", hosts.queries[member], r)
+	}
+
+	// A newer one waits for its own membership, and is then taken.
+	HandOffWatch(a, member, 8, gone)
+	hosts.watches[member] = HostWatch{Gen: 7, Input: &gone}
+	if r := watch(7); hosts.queries[member] != 2 || len(r) != 3 || r[2].Gen != 7 {
+		t.Fatalf("generation 7 with 8 handed off: %d queries, reports %+v", hosts.queries[member], r)
+	}
+	if r := watch(8); hosts.queries[member] != 2 || len(r) != 4 || r[3].Gen != 8 {
+		t.Fatalf("generation 8 handed off: %d queries, reports %+v", hosts.queries[member], r)
+	}
+
+	// A disarm drops what was handed off before it.
+	HandOffWatch(a, member, 9, gone)
+	HandOffWatch(a, member, 0, WatchInput{})
+	hosts.watches[member] = HostWatch{Gen: 9, Input: &gone}
+	if r := watch(9); hosts.queries[member] != 3 || len(r) != 5 {
+		t.Fatalf("generation 9 disarmed: %d queries, reports %+v", hosts.queries[member], r)
+	}
+}
