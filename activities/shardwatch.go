@@ -94,8 +94,10 @@ type shardWorker struct {
 	// reported to their host workflows: they are told once, not at every
 	// arm, while the shard waits for them to come back.
 	removed map[string]bool
-	// handoffs holds what hosts armed on this worker (HandOffWatch).
+	// handoffs holds what hosts armed on this worker (HandOffWatch), ended
+	// the last generation each host disarmed after here (EndWatch).
 	handoffs map[string]armedWatch
+	ended    map[string]int
 }
 
 type shardRun struct {
@@ -107,7 +109,8 @@ type shardRun struct {
 func (a *Activities) shardWorker() *shardWorker {
 	a.shardOnce.Do(func() {
 		a.shards = &shardWorker{hosts: map[string]*hostWatch{}, members: map[string][]string{}, running: map[string]*shardRun{},
-			latest: map[string]int{}, removed: map[string]bool{}, handoffs: map[string]armedWatch{}}
+			latest: map[string]int{}, removed: map[string]bool{}, handoffs: map[string]armedWatch{},
+			ended: map[string]int{}}
 	})
 	return a.shards
 }
@@ -240,6 +243,9 @@ func (a *Activities) ShardWatch(ctx context.Context, in ShardWatchInput) error {
 // watchMember finds a member's armed watch, then polls the host until it
 // needs a decision and that is reported.
 func (a *Activities) watchMember(ctx context.Context, sw *shardWorker, m ShardMember, sem chan struct{}) {
+	if sw.hasEnded(m.Host, m.Gen) {
+		return
+	}
 	hw := sw.cached(m.Host, m.Gen)
 	// A host workflow that does not answer (its worker is lost, or it is
 	// busy) is asked again, less and less often.
@@ -261,9 +267,12 @@ func (a *Activities) watchMember(ctx context.Context, sw *shardWorker, m ShardMe
 	if !hw.polled.IsZero() && !sleepCtx(ctx, time.Until(hw.polled.Add(interval))) {
 		return
 	}
-	for !hw.reported {
+	for !hw.reported && !sw.hasEnded(m.Host, hw.gen) {
 		hw.polled = time.Now()
 		ev, gone := a.pollOrPause(ctx, sw, m.Host, hw, sem)
+		if sw.hasEnded(m.Host, hw.gen) {
+			break
+		}
 		if len(ev.Events) > 0 || ev.Zone != nil || ev.Failed != "" {
 			// A host workflow that is gone needs nothing more either.
 			if _, err := a.Hosts.Report(ctx, m.Host, ev); err == nil {

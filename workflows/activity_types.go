@@ -81,4 +81,7 @@ type ArmInput struct {
 	// Watch is what the host armed, handed to a watch on the same worker
 	// (activities.HandOffWatch); none for a disarm.
 	Watch *activities.WatchInput `json:"watch,omitempty"`
+	// Ends is, for a disarm, the last generation the host armed
+	// (activities.EndWatch).
+	Ends int `json:"ends,omitempty"`
 }

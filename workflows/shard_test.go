@@ -198,8 +198,8 @@ func TestShardDisarmedWhenNothingIsWatched(t *testing.T) {
 	if g := r.gens(); !same(g, []int{1, 0}) || st.WatchShard != "" {
 		t.Fatalf("arms %v, shard %q: want armed, then disarmed", g, st.WatchShard)
 	}
-	if r.arms[1].Watch != nil {
-		t.Fatalf("the disarm carries a watch: %+v", r.arms[1].Watch)
+	if d := r.arms[1]; d.Watch != nil || d.Ends != 1 {
+		t.Fatalf("the disarm carries watch %+v, ends %d: want none, ending generation 1", d.Watch, d.Ends)
 	}
 }
 

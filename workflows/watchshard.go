@@ -159,7 +159,7 @@ func (h *host) arm(ctx workflow.Context, shard string, in activities.WatchInput)
 	// host would never see that the two differ.
 	in = cloneWatchInput(in)
 	h.armed, h.WatchShard = &in, shard
-	h.arming = h.armShard(ctx, shard, h.WatchGen, h.armed)
+	h.arming = h.armShard(ctx, ArmInput{Shard: shard, Arm: ShardArm{Host: HostWorkflowID(h.Host), Gen: h.WatchGen}, Watch: h.armed})
 }
 
 // armed1 takes the end of an arm: one that failed pauses supervision,
@@ -185,7 +185,7 @@ func (h *host) disarm(ctx workflow.Context) {
 		h.arming = nil
 	}
 	// A shard that missed it asks the host, which answers nothing armed.
-	_ = h.armShard(ctx, h.WatchShard, 0, nil).Get(ctx, nil)
+	_ = h.armShard(ctx, ArmInput{Shard: h.WatchShard, Arm: ShardArm{Host: HostWorkflowID(h.Host)}, Ends: h.WatchGen}).Get(ctx, nil)
 	h.WatchShard, h.armed = "", nil
 }
 
@@ -197,9 +197,10 @@ func (h *host) watchQueue(ctx workflow.Context) string {
 	return workflow.GetInfo(ctx).TaskQueueName + WatchQueueSuffix
 }
 
-func (h *host) armShard(ctx workflow.Context, shard string, gen int, watch *activities.WatchInput) workflow.Future {
-	queue := h.watchQueue(ctx)
-	in := ArmInput{Shard: shard, WatchQueue: queue, Arm: ShardArm{Host: HostWorkflowID(h.Host), Gen: gen}, Watch: watch}
+// armShard sends in, an arm of the host (or, at generation 0, a disarm),
+// to its shard.
+func (h *host) armShard(ctx workflow.Context, in ArmInput) workflow.Future {
+	in.WatchQueue = h.watchQueue(ctx)
 	retry := &temporal.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 2, MaximumAttempts: 5}
 	if h.has(ctx, VersionArmLocal) {
 		lctx := workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{StartToCloseTimeout: 30 * time.Second, RetryPolicy: retry})

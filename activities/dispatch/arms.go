@@ -82,12 +82,12 @@ const armSendTimeout = 20 * time.Second
 // a worker makes close together go to their shard in one signal: after a
 // fleet op, hundreds of hosts arm at once, and each signal is a write.
 func (d *Dispatcher) ArmWatch(ctx context.Context, in workflows.ArmInput) error {
-	if d.Acts != nil && (in.Watch != nil || in.Arm.Gen == 0) {
-		var w activities.WatchInput
-		if in.Watch != nil {
-			w = *in.Watch
-		}
-		activities.HandOffWatch(d.Acts, in.Arm.Host, in.Arm.Gen, w)
+	switch {
+	case d.Acts == nil:
+	case in.Arm.Gen == 0 && in.Ends > 0:
+		activities.EndWatch(d.Acts, in.Arm.Host, in.Ends)
+	case in.Watch != nil:
+		activities.HandOffWatch(d.Acts, in.Arm.Host, in.Arm.Gen, *in.Watch)
 	}
 	d.armsOnce.Do(func() { d.arms = newArmBatcher(d.sendArms) })
 	return d.arms.arm(ctx, in)

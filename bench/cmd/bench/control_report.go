@@ -187,14 +187,15 @@ func (r *report) ctlPhases(b *strings.Builder) {
 	one("task workflow tasks", func(x droverCtlRun) float64 { return float64(x.TaskTasks) })
 	one("server requests per host", func(x droverCtlRun) float64 { return total(x.Engine.Requests) / float64(x.Hosts) })
 	w("\nA host's op update is accepted in the workflow task that runs the op as a local activity, so its acceptance is written with the op's end: the task's start is when the host took the request.\n")
-	w("Server requests per host by operation (warm start): %s.\n\n", topRequests(r.ctlRuns))
+	w("Server requests per host by operation, warm: start: %s; restart: %s; stop: %s.\n\n",
+		topRequests(r.ctlRuns, "start"), topRequests(r.ctlRuns, "restart"), topRequests(r.ctlRuns, "stop"))
 }
 
 // topRequests lists the dev server's busiest operations in the last warm
-// start, per host.
-func topRequests(runs []droverCtlRun) string {
+// run of op, per host.
+func topRequests(runs []droverCtlRun, op string) string {
 	for i := len(runs) - 1; i >= 0; i-- {
-		if runs[i].Op == "start" && runs[i].Warm && len(runs[i].Engine.Requests) > 0 {
+		if runs[i].Op == op && runs[i].Warm && len(runs[i].Engine.Requests) > 0 {
 			return perOp(runs[i].Engine.Requests, float64(runs[i].Hosts), 8)
 		}
 	}
