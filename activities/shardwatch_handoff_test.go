@@ -26,7 +26,7 @@ func TestShardWatchTakesWhatItsWorkerArmed(t *testing.T) {
 	inv, err := inventory.New("", inventory.Host{User: "root"}, nil, []inventory.Host{{IP: "10.0.0.2"}})
 	must(t, err)
 	const member = "host:0:10.0.0.2"
-	hosts := &fakeHosts{queries: map[string]int{}, reported: map[string][]ShardEvents{}, watches: map[string]HostWatch{}}
+	hosts := newFakeHosts(map[string]HostWatch{})
 	runner := &countingRunner{execs: map[string]int{}}
 	a := &Activities{Inventory: inv, Runner: runner, Hosts: hosts}
 	epoch := 0
@@ -89,7 +89,7 @@ func TestShardWatchStopsAtADisarmOnItsWorker(t *testing.T) {
 	inv, err := inventory.New("", inventory.Host{User: "root"}, nil, []inventory.Host{{IP: "10.0.0.1"}})
 	must(t, err)
 	const member = "host:0:10.0.0.1"
-	hosts := &fakeHosts{queries: map[string]int{}, reported: map[string][]ShardEvents{}, watches: map[string]HostWatch{}}
+	hosts := newFakeHosts(map[string]HostWatch{})
 	runner := &countingRunner{execs: map[string]int{}}
 	a := &Activities{Inventory: inv, Runner: runner, Hosts: hosts}
 	HandOffWatch(a, member, 3, WatchInput{Target: proc.Target{IP: "10.0.0.1"}, Entries: []WatchEntry{live}, Interval: 100 * time.Millisecond})

@@ -25,7 +25,7 @@ func TestShardWatchPausesRemovedHost(t *testing.T) {
 	inv.Replace(one)
 	const member = "host:0:10.0.0.2"
 	input := &WatchInput{Target: proc.Target{IP: "10.0.0.2"}, Entries: []WatchEntry{live}, Interval: 100 * time.Millisecond}
-	hosts := &fakeHosts{queries: map[string]int{}, reported: map[string][]ShardEvents{}, watches: map[string]HostWatch{member: {Gen: 1, Input: input}}}
+	hosts := newFakeHosts(map[string]HostWatch{member: {Gen: 1, Input: input}})
 	runner := &countingRunner{execs: map[string]int{}}
 	a := &Activities{Inventory: inv, Runner: runner, Hosts: hosts}
 	in := ShardWatchInput{Shard: "s", Epoch: 1, Renew: time.Second, Members: []ShardMember{{Host: member, Gen: 1}}}

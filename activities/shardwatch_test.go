@@ -24,6 +24,12 @@ type fakeHosts struct {
 	next map[string]HostWatch
 }
 
+// newFakeHosts answers watches, each host's armed watch; nothing is
+// reported yet.
+func newFakeHosts(watches map[string]HostWatch) *fakeHosts {
+	return &fakeHosts{queries: map[string]int{}, reported: map[string][]ShardEvents{}, watches: watches}
+}
+
 func (f *fakeHosts) WatchInput(_ context.Context, host string) (HostWatch, bool, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -80,10 +86,10 @@ func TestShardWatchPollsEachHostAndReportsOnce(t *testing.T) {
 	input := func(ip string, e WatchEntry) *WatchInput {
 		return &WatchInput{Target: proc.Target{IP: ip}, Entries: []WatchEntry{e}, Interval: 200 * time.Millisecond}
 	}
-	hosts := &fakeHosts{queries: map[string]int{}, reported: map[string][]ShardEvents{}, watches: map[string]HostWatch{
+	hosts := newFakeHosts(map[string]HostWatch{
 		"host:0:10.0.0.1": {Gen: 3, Input: input("10.0.0.1", live)},
 		"host:0:10.0.0.2": {Gen: 5, Input: input("10.0.0.2", gone)},
-	}}
+	})
 	runner := &countingRunner{execs: map[string]int{}}
 	a := &Activities{Inventory: inv, Runner: runner, Hosts: hosts}
 	in := ShardWatchInput{Shard: "s", Epoch: 1, Renew: 2 * time.Second,
@@ -129,7 +135,7 @@ func TestShardWatchPollsEachHostAndReportsOnce(t *testing.T) {
 func TestShardWatchNewerEpochTakesOver(t *testing.T) {
 	inv, err := inventory.New("", inventory.Host{User: "root"}, nil, []inventory.Host{{IP: "10.0.0.1"}})
 	must(t, err)
-	hosts := &fakeHosts{queries: map[string]int{}, reported: map[string][]ShardEvents{}, watches: map[string]HostWatch{}}
+	hosts := newFakeHosts(map[string]HostWatch{})
 	a := &Activities{Inventory: inv, Runner: &countingRunner{execs: map[string]int{}}, Hosts: hosts}
 	old := make(chan error, 1)
 	go func() {
@@ -166,9 +172,9 @@ func TestShardWatchRestartPollsOnlyWhenDue(t *testing.T) {
 	live := watchEntry(t, dir, "proc-due")
 	inv, err := inventory.New("", inventory.Host{User: "root"}, nil, []inventory.Host{{IP: "10.0.0.1"}})
 	must(t, err)
-	hosts := &fakeHosts{queries: map[string]int{}, reported: map[string][]ShardEvents{}, watches: map[string]HostWatch{
+	hosts := newFakeHosts(map[string]HostWatch{
 		"host:0:10.0.0.1": {Gen: 1, Input: &WatchInput{Target: proc.Target{IP: "10.0.0.1"}, Entries: []WatchEntry{live}, Interval: time.Minute}},
-	}}
+	})
 	runner := &countingRunner{execs: map[string]int{}}
 	a := &Activities{Inventory: inv, Runner: runner, Hosts: hosts}
 	in := ShardWatchInput{Shard: "s", Epoch: 1, Renew: 500 * time.Millisecond, Members: []ShardMember{{Host: "host:0:10.0.0.1", Gen: 1}}}
@@ -197,9 +203,8 @@ func TestShardWatchWaitsForAnArmItsHostHasNotRecorded(t *testing.T) {
 	inv, err := inventory.New("", inventory.Host{User: "root"}, nil, []inventory.Host{{IP: "10.0.0.1"}})
 	must(t, err)
 	armed := HostWatch{Gen: 1, Input: &WatchInput{Target: proc.Target{IP: "10.0.0.1"}, Entries: []WatchEntry{gone}, Interval: 200 * time.Millisecond}}
-	hosts := &fakeHosts{queries: map[string]int{}, reported: map[string][]ShardEvents{},
-		watches: map[string]HostWatch{"host:0:10.0.0.1": {}},
-		next:    map[string]HostWatch{"host:0:10.0.0.1": armed}}
+	hosts := newFakeHosts(map[string]HostWatch{"host:0:10.0.0.1": {}})
+	hosts.next = map[string]HostWatch{"host:0:10.0.0.1": armed}
 	a := &Activities{Inventory: inv, Runner: &countingRunner{execs: map[string]int{}}, Hosts: hosts}
 	in := ShardWatchInput{Shard: "s", Epoch: 1, Renew: 8 * time.Second, Members: []ShardMember{{Host: "host:0:10.0.0.1", Gen: 1}}}
 	if err := a.ShardWatch(context.Background(), in); err != nil {
