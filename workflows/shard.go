@@ -125,12 +125,14 @@ func (s *shard) drain() {
 }
 
 // apply takes one arm into the membership; an arm older than the one the
-// shard has is dropped.
+// shard has is dropped, and so is a disarm of an older generation.
 func (s *shard) apply(a ShardArm) {
 	s.spent += 4 // the signal, and the workflow task it may cause
 	i := sort.Search(len(s.Members), func(i int) bool { return s.Members[i].Host >= a.Host })
 	here := i < len(s.Members) && s.Members[i].Host == a.Host
 	switch {
+	case a.Gen == 0 && here && a.Ends > 0 && s.Members[i].Gen > a.Ends:
+		return
 	case a.Gen == 0 && here:
 		s.Members = append(s.Members[:i], s.Members[i+1:]...)
 	case a.Gen == 0:

@@ -338,6 +338,34 @@ func TestShardContinuesAsNew(t *testing.T) {
 	}
 }
 
+// TestShardKeepsANewerArmThanALateDisarm: a disarm sent without waiting
+// may reach the shard after the host armed again; it removes the host only
+// as of the generation it ends. A disarm without one (older workers')
+// removes the host whatever its generation.
+func TestShardKeepsANewerArmThanALateDisarm(t *testing.T) {
+	withBudget(t, 200)
+	r := newShardRun(t)
+	for i := range 4 {
+		r.arm(time.Duration(1+i)*time.Second, fmt.Sprintf("host:0:10.0.0.%d", i), 1)
+	}
+	r.arm(time.Hour, "host:0:10.0.0.1", 3)
+	r.arm(time.Hour, "host:0:10.0.0.3", 3)
+	r.env.RegisterDelayedCallback(func() {
+		r.env.SignalWorkflow(ShardArmsSignal, []ShardArm{
+			{Host: "host:0:10.0.0.1", Ends: 2}, // late: the host armed 3 since
+			{Host: "host:0:10.0.0.2", Ends: 1},
+			{Host: "host:0:10.0.0.3"},
+		})
+	}, time.Hour+time.Second)
+	for g := range 200 {
+		r.arm(2*time.Hour+time.Duration(g)*time.Second, "host:0:10.0.0.0", 10+g)
+	}
+	m := r.run(t).Members
+	if len(m) != 2 || m[0].Host != "host:0:10.0.0.0" || m[1] != (activities.ShardMember{Host: "host:0:10.0.0.1", Gen: 3}) {
+		t.Fatalf("members %+v, want 10.0.0.0 and 10.0.0.1 at generation 3", m)
+	}
+}
+
 // TestShardNewRunArmsTheNextGeneration: a run carried on from another
 // arms its shard at the next generation, and never disarms it first: the
 // shard is named from the host, not the execution (a history replayed

@@ -32,10 +32,13 @@ func ShardWorkflowID(watchQueue, hostWorkflowID string, shards int) string {
 func ShardID(watchQueue string, n int) string { return fmt.Sprintf("watch-shard:%s:%d", watchQueue, n) }
 
 // ShardArm asks a shard to watch a host at a generation; Gen 0 asks it to
-// stop watching the host.
+// stop watching the host, as of generation Ends when that is set.
 type ShardArm struct {
 	Host string `json:"host"`
 	Gen  int    `json:"gen"`
+	// Ends lets a disarm that arrives after a newer arm leave that arm be:
+	// a worker sends disarms without waiting for them.
+	Ends int `json:"ends,omitempty"`
 }
 
 // sharded reports whether the host's watched processes are watched by its

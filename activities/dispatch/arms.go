@@ -9,6 +9,7 @@ import (
 
 	"go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/client"
 
 	"github.com/drover-sh/drover/activities"
@@ -40,10 +41,22 @@ func newArmBatcher(send func(ctx context.Context, shard, watchQueue string, arms
 	return &armBatcher{send: send, open: map[string]*armBatch{}}
 }
 
-// arm adds in's arm to its shard's open batch, or opens one, and waits
-// until that batch is sent; its error is every member's.
+// arm adds in's arm to its shard's batch and waits until that batch is
+// sent; its error is every member's.
 func (b *armBatcher) arm(ctx context.Context, in workflows.ArmInput) error {
+	batch := b.add(in)
+	select {
+	case <-batch.done:
+		return batch.err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// add puts in's arm in its shard's open batch, or opens one.
+func (b *armBatcher) add(in workflows.ArmInput) *armBatch {
 	b.mu.Lock()
+	defer b.mu.Unlock()
 	batch, ok := b.open[in.Shard]
 	if !ok {
 		batch = &armBatch{watchQueue: in.WatchQueue, done: make(chan struct{})}
@@ -51,13 +64,7 @@ func (b *armBatcher) arm(ctx context.Context, in workflows.ArmInput) error {
 		go b.flush(in.Shard, batch)
 	}
 	batch.arms = append(batch.arms, in.Arm)
-	b.mu.Unlock()
-	select {
-	case <-batch.done:
-		return batch.err
-	case <-ctx.Done():
-		return ctx.Err()
-	}
+	return batch
 }
 
 // flush sends a batch once its window has passed. The send has a context
@@ -81,6 +88,12 @@ const armSendTimeout = 20 * time.Second
 // running; a disarm of a shard that is not running is done already. Arms
 // a worker makes close together go to their shard in one signal: after a
 // fleet op, hundreds of hosts arm at once, and each signal is a write.
+//
+// A disarm is sent but not waited for: the host's workflow task, and with
+// it the answer to the op that ended the watch, would wait out the
+// batch's window. A disarm is advice: a shard that never gets it asks
+// the host, which answers nothing armed, and one that gets it after a
+// newer arm keeps that arm (ShardArm.Ends).
 func (d *Dispatcher) ArmWatch(ctx context.Context, in workflows.ArmInput) error {
 	switch {
 	case d.Acts == nil:
@@ -90,7 +103,21 @@ func (d *Dispatcher) ArmWatch(ctx context.Context, in workflows.ArmInput) error 
 		activities.HandOffWatch(d.Acts, in.Arm.Host, in.Arm.Gen, *in.Watch)
 	}
 	d.armsOnce.Do(func() { d.arms = newArmBatcher(d.sendArms) })
-	return d.arms.arm(ctx, in)
+	if in.Arm.Gen != 0 {
+		return d.arms.arm(ctx, in)
+	}
+	in.Arm.Ends = in.Ends
+	batch := d.arms.add(in)
+	if activity.IsActivity(ctx) {
+		logger := activity.GetLogger(ctx)
+		go func() {
+			<-batch.done
+			if batch.err != nil {
+				logger.Warn("a disarm did not reach its shard, which will ask the host instead", "shard", in.Shard, "host", in.Arm.Host, "error", batch.err)
+			}
+		}()
+	}
+	return nil
 }
 
 // sendArms hands a shard the arms of one batch.

@@ -53,3 +53,39 @@ func TestArmsOfOneShardGoTogether(t *testing.T) {
 		t.Fatalf("arms that failed, by shard: %v, want the broken shard's 10", failed)
 	}
 }
+
+// TestADisarmIsNotWaitedFor: a disarm returns before its batch is sent,
+// and carries the generation it ends to the shard; an arm returns only
+// once its batch is sent.
+func TestADisarmIsNotWaitedFor(t *testing.T) {
+	entered, release := make(chan []workflows.ShardArm, 2), make(chan struct{})
+	d := &Dispatcher{}
+	d.armsOnce.Do(func() {
+		d.arms = newArmBatcher(func(_ context.Context, _, _ string, arms []workflows.ShardArm) error {
+			entered <- arms
+			<-release
+			return nil
+		})
+	})
+	disarm := workflows.ArmInput{Shard: "s", Arm: workflows.ShardArm{Host: "host:0:10.0.0.1"}, Ends: 4}
+	if err := d.ArmWatch(context.Background(), disarm); err != nil {
+		t.Fatal(err)
+	}
+	if sent := <-entered; len(sent) != 1 || sent[0] != (workflows.ShardArm{Host: "host:0:10.0.0.1", Ends: 4}) {
+		t.Fatalf("sent %+v, want the disarm ending generation 4", sent)
+	}
+	armed := make(chan error, 1)
+	go func() {
+		armed <- d.ArmWatch(context.Background(), workflows.ArmInput{Shard: "s", Arm: workflows.ShardArm{Host: "host:0:10.0.0.1", Gen: 5}})
+	}()
+	<-entered
+	select {
+	case err := <-armed:
+		t.Fatalf("the arm returned (%v) while its batch was being sent", err)
+	default:
+	}
+	close(release)
+	if err := <-armed; err != nil {
+		t.Fatal(err)
+	}
+}
