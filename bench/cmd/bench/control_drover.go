@@ -47,6 +47,8 @@ type droverCtlRun struct {
 	// Engine is the dev server's work during the op, when its metrics are
 	// served.
 	Engine engineUse
+	// CPU is what the machine's cores spent while the starter ran.
+	CPU cpuSplit
 }
 
 // metricsLag is how long the dev server takes to publish its counters: a
@@ -72,15 +74,17 @@ func (e *env) droverControl(ctx context.Context, name, api, body string, want pr
 	time.Sleep(metricsLag)
 	before := e.worker.SSH.Stats()
 	snap := e.serverSnapshot()
+	cpu := markCPU(e.serverPid)
 	a, err := e.starterAPI(ctx, api, body, e.cfg.TaskQueue, e.cfg.Inventory)
 	if err != nil {
 		return droverCtlRun{}, err
 	}
+	used := cpu.since(e.serverPid)
 	after := e.worker.SSH.Stats()
 	time.Sleep(ctlSettle)
 	r := droverCtlRun{Op: name, Hosts: len(hosts), Total: a.Took.Seconds(),
 		Engine:     usedBetween(snap, e.serverSnapshot(), e.cfg.TemporalNamespace),
-		Handshakes: after.Handshakes - before.Handshakes, Execs: after.Execs - before.Execs}
+		Handshakes: after.Handshakes - before.Handshakes, Execs: after.Execs - before.Execs, CPU: used}
 	if a.Codes[want] != len(hosts) {
 		return r, fmt.Errorf("drover %s: %d of %d hosts answered %d (%v); the others: %s", name, a.Codes[want], len(hosts), want, a.Exit, codeSummary(a.Codes, a.Example))
 	}

@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"os/exec"
+	"runtime"
 	"strings"
 )
 
@@ -186,6 +187,25 @@ func (r *report) ctlPhases(b *strings.Builder) {
 	one("workflow tasks per host op", func(x droverCtlRun) float64 { return float64(x.HostTasks) })
 	one("task workflow tasks", func(x droverCtlRun) float64 { return float64(x.TaskTasks) })
 	one("server requests per host", func(x droverCtlRun) float64 { return total(x.Engine.Requests) / float64(x.Hosts) })
+	one("CPU s: the engine's server", func(x droverCtlRun) float64 { return x.CPU.Server })
+	one("CPU s: drover's worker (the bench's process)", func(x droverCtlRun) float64 { return x.CPU.Worker })
+	one("CPU s: the rest (the hosts' sshd and commands, the starter)", func(x droverCtlRun) float64 { return x.CPU.Rest })
+	one(fmt.Sprintf("cores busy (all CPU s / %d cores × total)", runtime.NumCPU()), func(x droverCtlRun) float64 {
+		return (x.CPU.Server + x.CPU.Worker + x.CPU.Rest) / (float64(runtime.NumCPU()) * x.Total)
+	})
+	w("| floor's CPU s: its process / the rest |")
+	for _, c := range cols {
+		var own, rest []float64
+		for _, u := range r.floorCPU[ctlKey(c.op, c.warm)] {
+			own, rest = append(own, u.Worker), append(rest, u.Server+u.Rest)
+		}
+		if len(own) == 0 {
+			w(" - |")
+			continue
+		}
+		w(" %.2f / %.2f |", median(own), median(rest))
+	}
+	w("\n")
 	w("\nA host's op update is accepted in the workflow task that runs the op as a local activity, so its acceptance is written with the op's end: the task's start is when the host took the request.\n")
 	w("Server requests per host by operation, warm: start: %s; restart: %s; stop: %s.\n\n",
 		topRequests(r.ctlRuns, "start"), topRequests(r.ctlRuns, "restart"), topRequests(r.ctlRuns, "stop"))

@@ -51,6 +51,8 @@ type temporalEngine struct {
 	// reports read as before.
 	desc string
 	stop func() error
+	// pid is the dev server's process; 0 for a cluster.
+	pid int
 }
 
 // startEngine starts the engine s asks for, its Prometheus metrics on
@@ -73,7 +75,7 @@ func startEngine(s settings, metricsPort int) (*temporalEngine, error) {
 			_ = os.RemoveAll(dir)
 			return nil, err
 		}
-		return &temporalEngine{address: srv.Address, stop: func() error {
+		return &temporalEngine{address: srv.Address, pid: srv.Pid(), stop: func() error {
 			err := srv.Stop()
 			_ = os.RemoveAll(dir)
 			return err

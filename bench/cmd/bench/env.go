@@ -74,16 +74,21 @@ type env struct {
 	floorSeen map[string]activities.HostOpOutput
 	// ctlRuns are the phase breakdowns of drover's control ops.
 	ctlRuns []droverCtlRun
+	// floorCPU is the CPU the floor's control ops took, by ctlKey.
+	floorCPU map[string][]cpuSplit
 	// ctlProfiled: the control ops' CPU profile is written.
 	ctlProfiled bool
 	// metricsPort serves the dev server's metrics; 0 when it does not.
 	metricsPort int
+	// serverPid is the dev server's process, whose CPU the control part
+	// counts apart; 0 on a cluster.
+	serverPid int
 	// logDir holds the fleet-size ops' worker log and kept histories.
 	logDir string
 }
 
 func newEnv(ctx context.Context, s settings, bed *testbed.Bed, address string) (*env, error) {
-	e := &env{s: s, bed: bed, dir: filepath.Join(bed.Dir, "bench")}
+	e := &env{s: s, bed: bed, dir: filepath.Join(bed.Dir, "bench"), floorCPU: map[string][]cpuSplit{}}
 	if err := os.MkdirAll(e.dir, 0o755); err != nil {
 		return nil, err
 	}

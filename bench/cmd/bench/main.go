@@ -278,7 +278,7 @@ func run(ctx context.Context, s settings) error {
 	if err != nil {
 		return err
 	}
-	e.metricsPort = metricsPort
+	e.metricsPort, e.serverPid = metricsPort, eng.pid
 	defer e.close()
 	if s.part(partFleet) {
 		logf("%d hosts × %d processes at %s, %d worker processes", s.fleet.hosts, s.fleet.procs, s.fleet.interval, s.fleet.workers)
@@ -300,7 +300,7 @@ func run(ctx context.Context, s settings) error {
 		if err != nil {
 			return err
 		}
-		rep.control, rep.ctlRuns = ctl, e.ctlRuns
+		rep.control, rep.ctlRuns, rep.floorCPU = ctl, e.ctlRuns, e.floorCPU
 	}
 
 	for _, size := range s.scale {

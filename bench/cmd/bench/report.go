@@ -33,6 +33,8 @@ type report struct {
 
 	control map[string]ctlMeasure // by op
 	ctlRuns []droverCtlRun
+	// floorCPU is the floor's control ops' CPU, by ctlKey.
+	floorCPU map[string][]cpuSplit
 
 	availBefore             int64
 	memPerHost, memListener float64 // bytes

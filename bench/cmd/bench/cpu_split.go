@@ -1,0 +1,79 @@
+package main
+
+import (
+	"os"
+	"strconv"
+	"strings"
+	"syscall"
+)
+
+// cpuSplit is the CPU seconds the machine spent while an op ran, split
+// into the engine's server process, the bench's own process (drover's
+// worker runs in it) and everything else: the hosts' sshd and the commands
+// they run, and the starter.
+type cpuSplit struct {
+	Server, Worker, Rest float64
+}
+
+// cpuMark is one reading of the counters a cpuSplit is the difference of.
+type cpuMark struct {
+	all, server, self float64
+}
+
+// markCPU reads the machine's, the server's (pid 0: no server process is
+// counted apart) and this process's CPU seconds.
+func markCPU(serverPid int) cpuMark {
+	m := cpuMark{all: machineCPU(), self: selfCPU()}
+	if serverPid > 0 {
+		m.server = procCPU(serverPid, false)
+	}
+	return m
+}
+
+// since is the split from m to now.
+func (m cpuMark) since(serverPid int) cpuSplit {
+	now := markCPU(serverPid)
+	s := cpuSplit{Server: now.server - m.server, Worker: now.self - m.self}
+	s.Rest = max(0, now.all-m.all-s.Server-s.Worker)
+	return s
+}
+
+// machineCPU is the CPU seconds every core has spent busy since boot.
+func machineCPU() float64 {
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return 0
+	}
+	line, _, _ := strings.Cut(string(b), "\n")
+	f := strings.Fields(line)
+	// cpu user nice system idle iowait irq softirq steal ...
+	busy := 0.0
+	for i, v := range f[1:] {
+		if i == 3 || i == 4 {
+			continue
+		}
+		if i > 7 {
+			break
+		}
+		x, _ := strconv.ParseFloat(v, 64)
+		busy += x
+	}
+	return busy / 100 // USER_HZ
+}
+
+// selfCPU is this process's CPU seconds.
+func selfCPU() float64 {
+	var ru syscall.Rusage
+	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
+		return 0
+	}
+	return float64(ru.Utime.Nano()+ru.Stime.Nano()) / 1e9
+}
+
+// ctlKey names a control op's cold or warm runs.
+func ctlKey(op string, warm bool) string {
+	if warm {
+		return op + " warm"
+	}
+	return op + " cold"
+}
