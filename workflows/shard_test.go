@@ -263,6 +263,22 @@ func (r *shardRun) arm(at time.Duration, host string, gen int) {
 
 // run runs the shard until it continues as new, and returns what it
 // carries on with.
+// armEach arms hosts 10.0.0.0 to 10.0.0.n-1 at generation 1, a second
+// apart from the first second.
+func (r *shardRun) armEach(n int) {
+	for i := range n {
+		r.arm(time.Duration(1+i)*time.Second, fmt.Sprintf("host:0:10.0.0.%d", i), 1)
+	}
+}
+
+// spend re-arms host 10.0.0.0 n times from two hours in, a second apart,
+// from generation 10: enough to spend a run's budget.
+func (r *shardRun) spend(n int) {
+	for g := range n {
+		r.arm(2*time.Hour+time.Duration(g)*time.Second, "host:0:10.0.0.0", 10+g)
+	}
+}
+
 func (r *shardRun) run(t *testing.T) ShardState {
 	t.Helper()
 	r.env.ExecuteWorkflow(WatchShardWorkflowName, ShardState{ID: "watch-shard:watches:0", WatchQueue: "watches"})
@@ -319,15 +335,11 @@ func TestShardMembershipDebounced(t *testing.T) {
 func TestShardContinuesAsNew(t *testing.T) {
 	withBudget(t, 200)
 	r := newShardRun(t)
-	for i := range 3 {
-		r.arm(time.Duration(1+i)*time.Second, fmt.Sprintf("host:0:10.0.0.%d", i), 1)
-	}
+	r.armEach(3)
 	r.arm(time.Hour, "host:0:10.0.0.2", 9)
 	r.arm(time.Hour+time.Second, "host:0:10.0.0.1", 0)
 	r.arm(time.Hour+2*time.Second, "host:0:10.0.0.2", 3) // older than the shard has
-	for g := range 200 {
-		r.arm(2*time.Hour+time.Duration(g)*time.Second, "host:0:10.0.0.0", 10+g)
-	}
+	r.spend(200)
 	next := r.run(t)
 	m := next.Members
 	if len(m) != 2 || m[0].Host != "host:0:10.0.0.0" || m[0].Gen < 10 || m[1] != (activities.ShardMember{Host: "host:0:10.0.0.2", Gen: 9}) {
@@ -345,9 +357,7 @@ func TestShardContinuesAsNew(t *testing.T) {
 func TestShardKeepsANewerArmThanALateDisarm(t *testing.T) {
 	withBudget(t, 200)
 	r := newShardRun(t)
-	for i := range 4 {
-		r.arm(time.Duration(1+i)*time.Second, fmt.Sprintf("host:0:10.0.0.%d", i), 1)
-	}
+	r.armEach(4)
 	r.arm(time.Hour, "host:0:10.0.0.1", 3)
 	r.arm(time.Hour, "host:0:10.0.0.3", 3)
 	r.env.RegisterDelayedCallback(func() {
@@ -357,9 +367,7 @@ func TestShardKeepsANewerArmThanALateDisarm(t *testing.T) {
 			{Host: "host:0:10.0.0.3"},
 		})
 	}, time.Hour+time.Second)
-	for g := range 200 {
-		r.arm(2*time.Hour+time.Duration(g)*time.Second, "host:0:10.0.0.0", 10+g)
-	}
+	r.spend(200)
 	m := r.run(t).Members
 	if len(m) != 2 || m[0].Host != "host:0:10.0.0.0" || m[1] != (activities.ShardMember{Host: "host:0:10.0.0.1", Gen: 3}) {
 		t.Fatalf("members %+v, want 10.0.0.0 and 10.0.0.1 at generation 3", m)
