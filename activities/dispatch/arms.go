@@ -16,23 +16,17 @@ import (
 	"github.com/drover-sh/drover/workflows"
 )
 
-// armBatchWindow is the least time between two sends of one shard's arms
-// by a worker: arms after a fleet op come within it and go together, and a
-// watch armed this much later is still polled within its first interval.
+// armBatchWindow is how long a worker gathers arms of one shard before
+// sending them: arms after a fleet op come within it, and a watch armed
+// this much later is still polled within its first interval.
 const armBatchWindow = 200 * time.Millisecond
 
 // armBatcher gathers the arms a worker makes of each shard and sends them
-// together, each caller waiting for its own arm's send. An arm of a shard
-// whose last send is a window old goes at once: a lone op's answer, which
-// leaves with its host's workflow task, does not wait for arms that are
-// not coming.
+// together, each caller waiting for its own arm's send.
 type armBatcher struct {
-	send   func(ctx context.Context, shard, watchQueue string, arms []workflows.ShardArm) error
-	window time.Duration
-	mu     sync.Mutex
-	open   map[string]*armBatch
-	// next is, per shard, when its next batch may be sent.
-	next map[string]time.Time
+	send func(ctx context.Context, shard, watchQueue string, arms []workflows.ShardArm) error
+	mu   sync.Mutex
+	open map[string]*armBatch
 }
 
 // armBatch is one shard's arms on their way.
@@ -44,7 +38,7 @@ type armBatch struct {
 }
 
 func newArmBatcher(send func(ctx context.Context, shard, watchQueue string, arms []workflows.ShardArm) error) *armBatcher {
-	return &armBatcher{send: send, window: armBatchWindow, open: map[string]*armBatch{}, next: map[string]time.Time{}}
+	return &armBatcher{send: send, open: map[string]*armBatch{}}
 }
 
 // arm adds in's arm to its shard's batch and waits until that batch is
@@ -67,23 +61,17 @@ func (b *armBatcher) add(in workflows.ArmInput) *armBatch {
 	if !ok {
 		batch = &armBatch{watchQueue: in.WatchQueue, done: make(chan struct{})}
 		b.open[in.Shard] = batch
-		now, at := time.Now(), b.next[in.Shard]
-		if at.Before(now) {
-			at = now
-		}
-		b.next[in.Shard] = at.Add(b.window)
-		go b.flush(in.Shard, batch, at.Sub(now))
+		go b.flush(in.Shard, batch)
 	}
 	batch.arms = append(batch.arms, in.Arm)
 	return batch
 }
 
-// flush sends a batch after wait. The send has a context of its own: the
-// callers that wait for it may give up, another still waits.
-func (b *armBatcher) flush(shard string, batch *armBatch, wait time.Duration) {
-	if wait > 0 {
-		time.Sleep(wait)
-	}
+// flush sends a batch once its window has passed. The send has a context
+// of its own: the callers that wait for it may give up, another still
+// waits.
+func (b *armBatcher) flush(shard string, batch *armBatch) {
+	time.Sleep(armBatchWindow)
 	b.mu.Lock()
 	delete(b.open, shard)
 	b.mu.Unlock()

@@ -7,14 +7,13 @@ import (
 	"sort"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/drover-sh/drover/workflows"
 )
 
 // TestArmsOfOneShardGoTogether: arms a worker makes of one shard close
-// together reach it in at most two sends (the first goes at once);
-// each shard gets its own; a failed send fails each of its arms.
+// together reach it in one send; each shard gets its own; a failed send
+// fails each of its arms.
 func TestArmsOfOneShardGoTogether(t *testing.T) {
 	var mu sync.Mutex
 	sends := map[string][][]workflows.ShardArm{}
@@ -39,12 +38,8 @@ func TestArmsOfOneShardGoTogether(t *testing.T) {
 	}
 	wg.Wait()
 	for shard, batches := range sends {
-		n := 0
-		for _, b := range batches {
-			n += len(b)
-		}
-		if len(batches) > 2 || n != 10 {
-			t.Errorf("shard %s: %d sends of %v, want its 10 arms in one or two", shard, len(batches), batches)
+		if len(batches) != 1 || len(batches[0]) != 10 {
+			t.Errorf("shard %s: %d sends of %v, want one of its 10 arms", shard, len(batches), batches)
 		}
 	}
 	var failed []int
@@ -92,35 +87,5 @@ func TestADisarmIsNotWaitedFor(t *testing.T) {
 	close(release)
 	if err := <-armed; err != nil {
 		t.Fatal(err)
-	}
-}
-
-// TestALoneArmGoesAtOnce: an arm of a shard that had no send within the
-// window goes at once; one that follows it waits for the window.
-func TestALoneArmGoesAtOnce(t *testing.T) {
-	var mu sync.Mutex
-	var sends [][]workflows.ShardArm
-	b := newArmBatcher(func(_ context.Context, _, _ string, arms []workflows.ShardArm) error {
-		mu.Lock()
-		defer mu.Unlock()
-		sends = append(sends, arms)
-		return nil
-	})
-	b.window = time.Hour
-	arm := func(gen int, within time.Duration) error {
-		ctx, cancel := context.WithTimeout(context.Background(), within)
-		defer cancel()
-		return b.arm(ctx, workflows.ArmInput{Shard: "s", Arm: workflows.ShardArm{Host: "host:0:10.0.0.1", Gen: gen}})
-	}
-	if err := arm(1, time.Minute); err != nil {
-		t.Fatalf("a lone arm: %v; want it sent at once, not after the window", err)
-	}
-	if err := arm(2, 100*time.Millisecond); !errors.Is(err, context.DeadlineExceeded) {
-		t.Fatalf("the next arm: %v; want it held for the window", err)
-	}
-	mu.Lock()
-	defer mu.Unlock()
-	if len(sends) != 1 || len(sends[0]) != 1 || sends[0][0].Gen != 1 {
-		t.Fatalf("sends %v, want the first arm alone", sends)
 	}
 }
