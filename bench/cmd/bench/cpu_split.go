@@ -4,7 +4,6 @@ import (
 	"os"
 	"strconv"
 	"strings"
-	"syscall"
 )
 
 // cpuSplit is the CPU seconds the machine spent while an op ran, split
@@ -23,7 +22,7 @@ type cpuMark struct {
 // markCPU reads the machine's, the server's (pid 0: no server process is
 // counted apart) and this process's CPU seconds.
 func markCPU(serverPid int) cpuMark {
-	m := cpuMark{all: machineCPU(), self: selfCPU()}
+	m := cpuMark{all: machineCPU(), self: cpuSeconds()}
 	if serverPid > 0 {
 		m.server = procCPU(serverPid, false)
 	}
@@ -59,15 +58,6 @@ func machineCPU() float64 {
 		busy += x
 	}
 	return busy / 100 // USER_HZ
-}
-
-// selfCPU is this process's CPU seconds.
-func selfCPU() float64 {
-	var ru syscall.Rusage
-	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
-		return 0
-	}
-	return float64(ru.Utime.Nano()+ru.Stime.Nano()) / 1e9
 }
 
 // ctlKey names a control op's cold or warm runs.
