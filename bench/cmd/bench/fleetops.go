@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 
@@ -186,8 +187,13 @@ func (e *env) fleetOps(ctx context.Context, f fleetOpsSettings) (*fleetOpsResult
 			}
 		}
 		if !f.simulated && ctx.Err() == nil {
-			// drover's stop left every process stopped, as the floor's
-			// start needs them.
+			// The floor's start needs every process stopped: drover's stop
+			// left them so, and an ops list that ends before stop has them
+			// stopped here, untimed.
+			if err := e.stopForFloor(ctx, items[n]); err != nil {
+				r.FloorErr[n] = err.Error()
+				continue
+			}
 			took, err := e.fleetOpsFloor(ctx, cfg.Inventory, items[n], f.sessions)
 			r.Floor[n] = took
 			if err != nil {
@@ -197,6 +203,19 @@ func (e *env) fleetOps(ctx context.Context, f fleetOpsSettings) (*fleetOpsResult
 		}
 	}
 	return r, nil
+}
+
+// stopForFloor stops the identities' processes when the ops list started
+// them and did not stop them.
+func (e *env) stopForFloor(ctx context.Context, items []proc.Item) error {
+	if !slices.Contains(fleetOpsOps, "start") || fleetOpsOps[len(fleetOpsOps)-1] == "stop" {
+		return nil
+	}
+	res, err := e.operateOn(ctx, fleetOpsQueue, proc.OpStop, items)
+	if err == nil {
+		err = allSucceeded("stop before the floor", res)
+	}
+	return err
 }
 
 // fleetOpsGroup is the inventory group of the identities of one size.
