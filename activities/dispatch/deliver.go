@@ -126,44 +126,21 @@ func (d *Dispatcher) deliverOne(ctx context.Context, in workflows.DeliverInput, 
 }
 
 // update sends req to its host's workflow, starting the workflow if the
-// host has none, and waits for the op's answer. A host whose workflow
-// answered this worker before gets a plain update: the server then skips
-// the start request's checks, and the worker encoding its input.
+// host has none, and waits for the op's answer.
 func (d *Dispatcher) update(ctx context.Context, id proc.HostID, req workflows.HostRequest) (proc.HostResult, error) {
-	wid := workflows.HostWorkflowID(id)
-	opts := client.UpdateWorkflowOptions{
-		WorkflowID: wid, UpdateID: req.RequestID, UpdateName: workflows.OpUpdate, Args: []any{req},
-		WaitForStage: client.WorkflowUpdateStageCompleted,
-	}
-	if _, ok := d.running.Load(wid); ok {
-		h, err := d.Client.UpdateWorkflow(ctx, opts)
-		res, err := getUpdate(ctx, h, err)
-		if err == nil || ctx.Err() != nil {
-			return res, err
-		}
-		// Closed, or gone: the update with its start below says which. It
-		// carries the same update id, so an update the engine took is
-		// answered, not run again.
-		d.running.Delete(wid)
-	}
-	opts.WorkflowID = ""
 	start := d.Client.NewWithStartWorkflowOperation(client.StartWorkflowOptions{
-		ID: wid, TaskQueue: d.TaskQueue,
+		ID: workflows.HostWorkflowID(id), TaskQueue: d.TaskQueue,
 		WorkflowIDConflictPolicy: enums.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
 		// A closed host workflow is never replaced (see internal/hostloss).
 		WorkflowIDReusePolicy: enums.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
 	}, workflows.HostWorkflowName, workflows.NewHostState(id, d.Supervision))
 	h, err := d.Client.UpdateWithStartWorkflow(ctx, client.UpdateWithStartWorkflowOptions{
-		StartWorkflowOperation: start, UpdateOptions: opts})
-	res, err := getUpdate(ctx, h, err)
-	if err == nil {
-		d.running.Store(wid, struct{}{})
-	}
-	return res, err
-}
-
-// getUpdate waits for an update's outcome.
-func getUpdate(ctx context.Context, h client.WorkflowUpdateHandle, err error) (proc.HostResult, error) {
+		StartWorkflowOperation: start,
+		UpdateOptions: client.UpdateWorkflowOptions{
+			UpdateID: req.RequestID, UpdateName: workflows.OpUpdate, Args: []any{req},
+			WaitForStage: client.WorkflowUpdateStageCompleted,
+		},
+	})
 	var res proc.HostResult
 	if err == nil {
 		err = h.Get(ctx, &res)

@@ -36,8 +36,6 @@ type Dispatcher struct {
 	// bounded by it; 0 bounds them by nothing but the worker's total.
 	SessionsPerHost int
 	conns           connGate
-	// running holds the host workflow ids that answered an update here.
-	running sync.Map
 
 	armsOnce sync.Once
 	arms     *armBatcher
