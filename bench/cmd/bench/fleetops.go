@@ -205,10 +205,16 @@ func (e *env) fleetOps(ctx context.Context, f fleetOpsSettings) (*fleetOpsResult
 	return r, nil
 }
 
-// stopForFloor stops the identities' processes when the ops list started
-// them and did not stop them.
+// leavesRunning tells whether ops (a prefix of the fleet-size ops) start
+// the processes and do not stop them.
+func leavesRunning(ops []string) bool {
+	return slices.Contains(ops, "start") && ops[len(ops)-1] != "stop"
+}
+
+// stopForFloor stops the identities' processes when the ops list left
+// them running.
 func (e *env) stopForFloor(ctx context.Context, items []proc.Item) error {
-	if !slices.Contains(fleetOpsOps, "start") || fleetOpsOps[len(fleetOpsOps)-1] == "stop" {
+	if !leavesRunning(fleetOpsOps) {
 		return nil
 	}
 	res, err := e.operateOn(ctx, fleetOpsQueue, proc.OpStop, items)
