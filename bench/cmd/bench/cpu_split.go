@@ -14,6 +14,9 @@ type cpuSplit struct {
 	Server, Worker, Rest float64
 }
 
+// total is every process's CPU seconds.
+func (s cpuSplit) total() float64 { return s.Server + s.Worker + s.Rest }
+
 // cpuMark is one reading of the counters a cpuSplit is the difference of.
 type cpuMark struct {
 	all, server, self float64

@@ -82,7 +82,9 @@ type fleetOpsRun struct {
 	Execs int64
 	// Engine is the dev server's work during the op.
 	Engine engineUse
-	Err    string
+	// CPU is what the machine spent while the starter ran, by process.
+	CPU cpuSplit
+	Err string
 }
 
 // ok reports whether every one of n keys answered success.
@@ -96,7 +98,7 @@ type fleetOpsResult struct {
 	Runs map[int]map[string]*fleetOpsRun
 	// Floor is, by size, each control op's time with no engine
 	// (fleetOpsFloor); FloorErr why a size's floor stopped.
-	Floor    map[int]map[string]time.Duration
+	Floor    map[int]map[string]floorRun
 	FloorErr map[int]string
 }
 
@@ -104,7 +106,7 @@ type fleetOpsResult struct {
 // the table shows what held and what did not.
 func (e *env) fleetOps(ctx context.Context, f fleetOpsSettings) (*fleetOpsResult, error) {
 	r := &fleetOpsResult{fleetOpsSettings: f, Runs: map[int]map[string]*fleetOpsRun{},
-		Floor: map[int]map[string]time.Duration{}, FloorErr: map[int]string{}}
+		Floor: map[int]map[string]floorRun{}, FloorErr: map[int]string{}}
 	if f.sshd > len(e.bed.Hosts) {
 		return r, fmt.Errorf("BENCH_FLEETOPS_SSHD %d: the bed has %d hosts", f.sshd, len(e.bed.Hosts))
 	}
@@ -199,7 +201,14 @@ func (e *env) fleetOps(ctx context.Context, f fleetOpsSettings) (*fleetOpsResult
 			if err != nil {
 				r.FloorErr[n] = err.Error()
 			}
-			log.Printf("fleet-size ops: the floor on %d identities: %v %v", n, took, err)
+			for _, op := range fleetOpsFloorOps {
+				if t, ok := took[op]; ok {
+					log.Printf("fleet-size ops: the floor's %s on %d identities: %.1fs, CPU s server %.1f, floor %.1f, rest %.1f", op, n, t.Took.Seconds(), t.CPU.Server, t.CPU.Worker, t.CPU.Rest)
+				}
+			}
+			if err != nil {
+				log.Printf("fleet-size ops: the floor on %d identities stopped: %v", n, err)
+			}
 		}
 	}
 	return r, nil
@@ -335,9 +344,11 @@ func (e *env) fleetOpsStarter(ctx context.Context, inventory, op string, n int) 
 	cmd.Stdout, cmd.Stderr = &out, &errOut
 	time.Sleep(metricsLag)
 	snap := e.serverSnapshot()
+	cpu := markCPU(e.serverPid)
 	began := time.Now()
 	runErr := cmd.Run()
 	run.Took = time.Since(began)
+	run.CPU = cpu.since(e.serverPid)
 	time.Sleep(metricsLag)
 	run.Engine = usedBetween(snap, e.serverSnapshot(), e.cfg.TemporalNamespace)
 	var rows []struct {

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"strings"
 	"sync"
 	"time"
@@ -20,8 +21,8 @@ var fleetOpsFloorOps = []string{"start", "restart", "stop"}
 // same scripts, execs and check sleeps) over bare x/crypto/ssh, one
 // connection per sshd host with at most sessions execs on it at once, as
 // the worker has: what the fleet-size control ops cost the hosts and SSH
-// alone, with no engine. It returns each op's wall time.
-func (e *env) fleetOpsFloor(ctx context.Context, inventoryPath string, items []proc.Item, sessions int) (map[string]time.Duration, error) {
+// alone, with no engine. It returns each op's wall time and CPU.
+func (e *env) fleetOpsFloor(ctx context.Context, inventoryPath string, items []proc.Item, sessions int) (map[string]floorRun, error) {
 	inv, err := inventory.Load(inventoryPath)
 	if err != nil {
 		return nil, err
@@ -34,10 +35,11 @@ func (e *env) fleetOpsFloor(ctx context.Context, inventoryPath string, items []p
 	defer r.close()
 	acts := &activities.Activities{Inventory: inv, Runner: r}
 	seen := make([]activities.HostOpOutput, len(items))
-	took := map[string]time.Duration{}
+	took := map[string]floorRun{}
 	for _, name := range fleetOpsFloorOps {
 		op := map[string]proc.OpType{"start": proc.OpStart, "restart": proc.OpRestart, "stop": proc.OpStop}[name]
 		errs := make([]error, len(items))
+		cpu := markCPU(e.serverPid)
 		began := time.Now()
 		var wg sync.WaitGroup
 		for i, it := range items {
@@ -61,7 +63,7 @@ func (e *env) fleetOpsFloor(ctx context.Context, inventoryPath string, items []p
 			}()
 		}
 		wg.Wait()
-		took[name] = time.Since(began)
+		took[name] = floorRun{Took: time.Since(began), CPU: cpu.since(e.serverPid)}
 		for i, err := range errs {
 			if err != nil {
 				return took, fmt.Errorf("floor %s: %s: %w", name, items[i].Target.IP, err)
@@ -69,6 +71,13 @@ func (e *env) fleetOpsFloor(ctx context.Context, inventoryPath string, items []p
 		}
 	}
 	return took, nil
+}
+
+// floorRun is one floor op: its wall time, and the CPU the machine spent
+// meanwhile (the floor's own in Worker, the hosts' in Rest).
+type floorRun struct {
+	Took time.Duration
+	CPU  cpuSplit
 }
 
 // fleetOpsFloorMarkdown is the control ops' times against the floor's, by
@@ -92,12 +101,12 @@ func fleetOpsFloorMarkdown(b *strings.Builder, r *fleetOpsResult) {
 		for _, n := range r.sizes {
 			z, f := r.Runs[n][op], r.Floor[n][op]
 			switch {
-			case f == 0:
+			case f.Took == 0:
 				w(" %s | - | - |", fleetOpsCell(z))
 			case !z.ok(n):
-				w(" %s | %s | - |", fleetOpsCell(z), secs(f.Seconds()))
+				w(" %s | %s | - |", fleetOpsCell(z), secs(f.Took.Seconds()))
 			default:
-				w(" %s | %s | %.2f× |", fleetOpsCell(z), secs(f.Seconds()), z.Took.Seconds()/f.Seconds())
+				w(" %s | %s | %.2f× |", fleetOpsCell(z), secs(f.Took.Seconds()), z.Took.Seconds()/f.Took.Seconds())
 			}
 		}
 		w("\n")
@@ -109,4 +118,39 @@ func fleetOpsFloorMarkdown(b *strings.Builder, r *fleetOpsResult) {
 		}
 	}
 	w("\n\n")
+	fleetOpsCPUMarkdown(b, r)
+}
+
+// fleetOpsCPUMarkdown is where each control op's CPU went, drover's and
+// the floor's: what of an op's cost is the engine's and the worker's.
+func fleetOpsCPUMarkdown(b *strings.Builder, r *fleetOpsResult) {
+	w := func(format string, args ...any) { fmt.Fprintf(b, format, args...) }
+	w("#### CPU seconds while each control op ran\n\n| op |")
+	for _, n := range r.sizes {
+		w(" %d: drover, server / worker / rest | floor, its own / rest | drover/floor, all |", n)
+	}
+	w("\n|---|")
+	for range r.sizes {
+		w("---|---|---|")
+	}
+	w("\n")
+	for _, op := range fleetOpsFloorOps {
+		w("| %s |", op)
+		for _, n := range r.sizes {
+			z, f := r.Runs[n][op], r.Floor[n][op]
+			if z == nil || z.Took == 0 {
+				w(" - | - | - |")
+				continue
+			}
+			c := z.CPU
+			w(" %.1f / %.1f / %.1f |", c.Server, c.Worker, c.Rest)
+			if f.Took == 0 {
+				w(" - | - |")
+				continue
+			}
+			w(" %.1f / %.1f | %.2f× |", f.CPU.Worker, f.CPU.Rest, c.total()/max(f.CPU.total(), 0.01))
+		}
+		w("\n")
+	}
+	w("\nThe machine's CPU seconds while the op ran: the engine's server process, the bench's own process (drover's worker runs in it; for the floor, the floor itself) and the rest (the hosts' sshd and the commands they run, and the starter). On %d cores an op takes at least its CPU seconds over %d.\n\n", runtime.NumCPU(), runtime.NumCPU())
 }
