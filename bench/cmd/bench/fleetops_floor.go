@@ -87,15 +87,7 @@ func fleetOpsFloorMarkdown(b *strings.Builder, r *fleetOpsResult) {
 		return
 	}
 	w := func(format string, args ...any) { fmt.Fprintf(b, format, args...) }
-	w("#### Fleet-size control ops against the floor\n\n| op |")
-	for _, n := range r.sizes {
-		w(" %d: drover | floor | drover/floor |", n)
-	}
-	w("\n|---|")
-	for range r.sizes {
-		w("---|---|---|")
-	}
-	w("\n")
+	floorTableHead(b, "Fleet-size control ops against the floor", r.sizes, " %d: drover | floor | drover/floor |")
 	for _, op := range fleetOpsFloorOps {
 		w("| %s |", op)
 		for _, n := range r.sizes {
@@ -121,19 +113,21 @@ func fleetOpsFloorMarkdown(b *strings.Builder, r *fleetOpsResult) {
 	fleetOpsCPUMarkdown(b, r)
 }
 
+// floorTableHead writes a floor table's title and head: an op column,
+// then three columns per size, named by cols with the size in it.
+func floorTableHead(b *strings.Builder, title string, sizes []int, cols string) {
+	fmt.Fprintf(b, "#### %s\n\n| op |", title)
+	for _, n := range sizes {
+		fmt.Fprintf(b, cols, n)
+	}
+	b.WriteString("\n|---|" + strings.Repeat("---|---|---|", len(sizes)) + "\n")
+}
+
 // fleetOpsCPUMarkdown is where each control op's CPU went, drover's and
 // the floor's: what of an op's cost is the engine's and the worker's.
 func fleetOpsCPUMarkdown(b *strings.Builder, r *fleetOpsResult) {
 	w := func(format string, args ...any) { fmt.Fprintf(b, format, args...) }
-	w("#### CPU seconds while each control op ran\n\n| op |")
-	for _, n := range r.sizes {
-		w(" %d: drover, server / worker / rest | floor, its own / rest | drover/floor, all |", n)
-	}
-	w("\n|---|")
-	for range r.sizes {
-		w("---|---|---|")
-	}
-	w("\n")
+	floorTableHead(b, "CPU seconds while each control op ran", r.sizes, " %d: drover, server / worker / rest | floor, its own / rest | drover/floor, all |")
 	for _, op := range fleetOpsFloorOps {
 		w("| %s |", op)
 		for _, n := range r.sizes {
