@@ -21,7 +21,7 @@ type waitsForSession struct{}
 func (waitsForSession) Run(ctx context.Context, h inventory.Host, _ transport.Command) (transport.Result, error) {
 	<-ctx.Done()
 	return transport.Result{}, &transport.Error{Kind: transport.KindTimeout, Host: h.IP,
-		Err: fmt.Errorf("no free session before the deadline; command not started: %w", ctx.Err())}
+		Err: fmt.Errorf("no free session in 50ms, all 8 busy; command not started: %w", ctx.Err())}
 }
 
 // TestHostOpLostAttemptIsRetriedNotAnswered: an op whose context the SDK

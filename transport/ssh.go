@@ -179,7 +179,9 @@ func (s *SSH) Close() error {
 }
 
 // Run runs cmd on host. A non-zero exit is a Result, not an error; every
-// error is a *Error. When ctx or cmd.Timeout ends the wait:
+// error is a *Error. cmd.Timeout bounds connecting, and then the command
+// from when the connection has a free session for it: ctx alone bounds the
+// wait for that session. When ctx or cmd.Timeout ends the wait:
 //   - before the command was sent, because the host did not connect or
 //     open a session in time: KindUnreachable;
 //   - before it was sent, while all of the connection's sessions were
@@ -197,17 +199,12 @@ func (s *SSH) Run(ctx context.Context, host inventory.Host, cmd Command) (Result
 	if sh := shellOf(cmd); sh != ShellSh {
 		return Result{}, &Error{Kind: KindUnsupported, Host: addr, Err: fmt.Errorf("ssh hosts run sh scripts, not %s", sh)}
 	}
-	if cmd.Timeout > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, cmd.Timeout)
-		defer cancel()
-	}
 	if err := ctx.Err(); err != nil {
 		return Result{}, &Error{Kind: KindTimeout, Host: addr, Err: fmt.Errorf("command not started: %w", err)}
 	}
 	key := keyFor(host)
 	for attempt := 0; ; attempt++ {
-		c, err := s.get(ctx, key)
+		c, err := s.dialFor(ctx, key, cmd.Timeout)
 		if err != nil {
 			return Result{}, err
 		}
@@ -219,6 +216,17 @@ func (s *SSH) Run(ctx context.Context, host inventory.Host, cmd Command) (Result
 		}
 		return res, err
 	}
+}
+
+// dialFor is get bounded by timeout too: a command's timeout covers
+// connecting to its host, though not the wait for a free session.
+func (s *SSH) dialFor(ctx context.Context, key poolKey, timeout time.Duration) (*conn, error) {
+	if timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, timeout)
+		defer cancel()
+	}
+	return s.get(ctx, key)
 }
 
 // Connect establishes host's pooled connection without running anything,
@@ -239,23 +247,34 @@ func (s *SSH) runOn(ctx context.Context, c *conn, loginUser string, cmd Command)
 	addr := c.key.target.Addr
 	fail := func(kind Kind, err error) *Error { return &Error{Kind: kind, Host: addr, Err: err} }
 
+	queued := time.Now()
 	select {
 	case c.sem <- struct{}{}:
 	case <-c.done:
 		return Result{}, fail(KindUnreachable, fmt.Errorf("connection lost; command not started: %w", errConnClosed)), true
 	case <-ctx.Done():
-		return Result{}, fail(KindTimeout, fmt.Errorf("no free session before the deadline; command not started: %w", ctx.Err())), false
+		return Result{}, fail(KindTimeout, fmt.Errorf("no free session in %v, all %d busy; command not started: %w",
+			since(queued), cap(c.sem), ctx.Err())), false
 	}
 	defer func() {
 		// Idle time counts from the end of the last command, not its start.
 		c.lastUsed.Store(time.Now().UnixNano())
 		<-c.sem
 	}()
+	// The command's timeout runs from here: time spent queued behind this
+	// worker's own commands to the host is not the host's.
+	if cmd.Timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, cmd.Timeout)
+		defer cancel()
+	}
 
+	opening := time.Now()
 	sess, err := openSession(ctx, c)
 	if err != nil {
 		if ctx.Err() != nil && !errors.Is(err, errConnClosed) {
-			return Result{}, fail(KindUnreachable, fmt.Errorf("host opened no session before the deadline; command not started: %w", ctx.Err())), false
+			return Result{}, fail(KindUnreachable, fmt.Errorf("host opened no session in %v (after %v queued); command not started: %w",
+				since(opening), opening.Sub(queued).Round(time.Millisecond), ctx.Err())), false
 		}
 		var refused *ssh.OpenChannelError
 		if errors.As(err, &refused) {
@@ -325,6 +344,9 @@ func (s *SSH) runOn(ctx context.Context, c *conn, loginUser string, cmd Command)
 	}
 	return res, nil, false
 }
+
+// since is the time from t, rounded for messages.
+func since(t time.Time) time.Duration { return time.Since(t).Round(time.Millisecond) }
 
 // openSession is newSession that retries a refused open a few times: the
 // server counts a killed command's session until its process is reaped, so

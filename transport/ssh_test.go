@@ -391,6 +391,54 @@ func TestManyTimeoutsAtOnce(t *testing.T) {
 	wg.Wait()
 }
 
+// TestQueuedCommandTimeoutRunsFromItsSession: a command queued behind the
+// worker's own commands to a host still gets its whole timeout on the host,
+// and one whose caller gives up while it waits says so and never runs.
+func TestQueuedCommandTimeoutRunsFromItsSession(t *testing.T) {
+	bed, hosts := newBed(t, 1)
+	s := newSSH(t, bed.KnownHostsPath, func(o *SSHOptions) { o.MaxSessionsPerHost = 1 })
+	h, th := hosts[0], bed.Hosts[0]
+	run(t, s, h, Command{Script: "true"})
+	tok := token(t)
+	busy := make(chan error, 1)
+	go func() {
+		_, err := s.Run(context.Background(), h, Command{Script: "sleep 3." + tok})
+		busy <- err
+	}()
+	if !waitRunning(t, th, "^sleep 3\\."+tok+"$") {
+		t.Fatal("the first command never started")
+	}
+	// Queued for about 3 s behind the first, with 2 s of its own.
+	res, err := s.Run(context.Background(), h, Command{Script: "echo queued", Timeout: 2 * time.Second})
+	if err != nil || string(res.Stdout) != "queued\n" {
+		t.Fatalf("queued command: %q, %v", res.Stdout, err)
+	}
+	if err := <-busy; err != nil {
+		t.Fatal(err)
+	}
+
+	go func() {
+		_, err := s.Run(context.Background(), h, Command{Script: "sleep 3." + tok})
+		busy <- err
+	}()
+	if !waitRunning(t, th, "^sleep 3\\."+tok+"$") {
+		t.Fatal("the third command never started")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+	defer cancel()
+	_, err = s.Run(ctx, h, Command{Script: "touch /data/queued-ran." + tok, Timeout: time.Minute})
+	wantKind(t, err, KindTimeout)
+	if !strings.Contains(err.Error(), "no free session") || !strings.Contains(err.Error(), "not started") {
+		t.Errorf("queued past its caller's deadline: %v", err)
+	}
+	if err := <-busy; err != nil {
+		t.Fatal(err)
+	}
+	if out := hostExec(t, th, "ls /data"); strings.Contains(out, "queued-ran."+tok) {
+		t.Error("a command reported as not started ran")
+	}
+}
+
 // TestConcurrentMixedFailures runs completions, timeouts and a dropped
 // connection at once, for the race detector and for error classification.
 func TestConcurrentMixedFailures(t *testing.T) {

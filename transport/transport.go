@@ -40,8 +40,11 @@ type Command struct {
 	// Account is the OS account to run as; empty or equal to the login user
 	// means no sudo.
 	Account string
-	// Timeout bounds the whole command, including connecting. Zero means the
-	// caller's context alone bounds it.
+	// Timeout bounds connecting and the command on its host. Over SSH the
+	// wait for one of a pooled connection's sessions, behind the worker's
+	// own commands to that host, does not count: the caller's context
+	// bounds it, and the pool's keepalive a dead host. Zero means the
+	// caller's context alone bounds the command.
 	Timeout time.Duration
 	// Bounded says the script ends by itself: it only reads the host, or
 	// bounds what it runs with a watchdog of its own. An SSH host then arms
