@@ -1,7 +1,6 @@
 # drover: agentless process management over SSH and WinRM on Temporal.
 SHELL := /bin/bash
 GO ?= go
-TEMPORAL_CLI_VERSION := v1.5.1
 # The Temporal server of make cluster and BENCH_TEMPORAL=cluster, built from
 # its Go module (the release the pinned CLI's dev server embeds).
 TEMPORAL_SERVER_VERSION := v1.29.1
@@ -54,10 +53,12 @@ bin/worker: FORCE
 bin/starter: FORCE
 	$(GO) build -ldflags "$(LDFLAGS)" -o $@ ./cmd/starter
 
-# The temporal CLI is pinned: later versions carry a replace directive and
-# do not build with go install. Built once, then reused.
-bin/temporal:
-	GOBIN=$(BIN) $(GO) install github.com/temporalio/cli/cmd/temporal@$(TEMPORAL_CLI_VERSION)
+# The temporal CLI is pinned (v1.5.1: later versions carry a replace
+# directive) in a build module of its own, which also pins a SQLite driver
+# that survives a cancelled query (see its tools.go). Built once, then
+# rebuilt when the pins change.
+bin/temporal: internal/testbed/devserver/go.mod internal/testbed/devserver/go.sum
+	cd internal/testbed/devserver && $(GO) build -o $(BIN)/temporal github.com/temporalio/cli/cmd/temporal
 
 # rclone, built from its Go module (Debian's is too old to serve S3): the
 # S3-compatible server of make test-s3. Built once (a few minutes), then reused.
