@@ -166,9 +166,9 @@ func (e *env) controlRound(ctx context.Context, tool string, hosts []*testbed.Ho
 						return err
 					}
 				}
-				cpu := markCPU(e.serverPid)
+				cpu := markCPU(e.serverPid, e.sshdPids())
 				took, err = floor.run(ctx, o.op)
-				e.floorCPU[ctlKey(o.name, warm)] = append(e.floorCPU[ctlKey(o.name, warm)], cpu.since(e.serverPid))
+				e.floorCPU[ctlKey(o.name, warm)] = append(e.floorCPU[ctlKey(o.name, warm)], cpu.since(e.serverPid, e.sshdPids()))
 			default:
 				if !warm && peerDir != "" {
 					stopMasters(peerDir)

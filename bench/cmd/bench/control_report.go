@@ -189,7 +189,8 @@ func (r *report) ctlPhases(b *strings.Builder) {
 	one("server requests per host", func(x droverCtlRun) float64 { return total(x.Engine.Requests) / float64(x.Hosts) })
 	one("CPU s: the engine's server", func(x droverCtlRun) float64 { return x.CPU.Server })
 	one("CPU s: drover's worker (the bench's process)", func(x droverCtlRun) float64 { return x.CPU.Worker })
-	one("CPU s: the rest (the hosts' sshd and commands, the starter)", func(x droverCtlRun) float64 { return x.CPU.Rest })
+	one("CPU s: the hosts (their sshd and the commands it ran)", func(x droverCtlRun) float64 { return x.CPU.Hosts })
+	one("CPU s: the rest (the kernel's network work, the starter)", func(x droverCtlRun) float64 { return x.CPU.Rest - x.CPU.Hosts })
 	one(fmt.Sprintf("cores busy (all CPU s / %d cores × total)", runtime.NumCPU()), func(x droverCtlRun) float64 {
 		return (x.CPU.Server + x.CPU.Worker + x.CPU.Rest) / (float64(runtime.NumCPU()) * x.Total)
 	})

@@ -173,8 +173,9 @@ func (e *env) fleetOps(ctx context.Context, f fleetOpsSettings) (*fleetOpsResult
 			}
 			run.Execs = w.SSH.Stats().Execs - before
 			runs[op] = run
-			log.Printf("fleet-size ops: %s on %d identities: %s, codes %s, %d keys read back, %.2f execs per identity %s", op, n,
-				run.Took.Round(100*time.Millisecond), codeSummary(run.Codes, nil), run.Keys, float64(run.Execs)/float64(n), run.Err)
+			log.Printf("fleet-size ops: %s on %d identities: %s, codes %s, %d keys read back, %.2f execs per identity, CPU s server %.1f, worker %.1f, hosts' sshd %.1f, rest %.1f %s", op, n,
+				run.Took.Round(100*time.Millisecond), codeSummary(run.Codes, nil), run.Keys, float64(run.Execs)/float64(n),
+				run.CPU.Server, run.CPU.Worker, run.CPU.Hosts, run.CPU.Rest-run.CPU.Hosts, run.Err)
 			if op == "register" {
 				// One register_proc_info body has one spec, so identities
 				// sharing an sshd host share its pid file; each is given
@@ -203,7 +204,7 @@ func (e *env) fleetOps(ctx context.Context, f fleetOpsSettings) (*fleetOpsResult
 			}
 			for _, op := range fleetOpsFloorOps {
 				if t, ok := took[op]; ok {
-					log.Printf("fleet-size ops: the floor's %s on %d identities: %.1fs, CPU s server %.1f, floor %.1f, rest %.1f", op, n, t.Took.Seconds(), t.CPU.Server, t.CPU.Worker, t.CPU.Rest)
+					log.Printf("fleet-size ops: the floor's %s on %d identities: %.1fs, CPU s server %.1f, floor %.1f, hosts' sshd %.1f, rest %.1f", op, n, t.Took.Seconds(), t.CPU.Server, t.CPU.Worker, t.CPU.Hosts, t.CPU.Rest-t.CPU.Hosts)
 				}
 			}
 			if err != nil {
@@ -344,11 +345,11 @@ func (e *env) fleetOpsStarter(ctx context.Context, inventory, op string, n int) 
 	cmd.Stdout, cmd.Stderr = &out, &errOut
 	time.Sleep(metricsLag)
 	snap := e.serverSnapshot()
-	cpu := markCPU(e.serverPid)
+	cpu := markCPU(e.serverPid, e.sshdPids())
 	began := time.Now()
 	runErr := cmd.Run()
 	run.Took = time.Since(began)
-	run.CPU = cpu.since(e.serverPid)
+	run.CPU = cpu.since(e.serverPid, e.sshdPids())
 	time.Sleep(metricsLag)
 	run.Engine = usedBetween(snap, e.serverSnapshot(), e.cfg.TemporalNamespace)
 	var rows []struct {

@@ -39,7 +39,7 @@ func (e *env) fleetOpsFloor(ctx context.Context, inventoryPath string, items []p
 	for _, name := range fleetOpsFloorOps {
 		op := map[string]proc.OpType{"start": proc.OpStart, "restart": proc.OpRestart, "stop": proc.OpStop}[name]
 		errs := make([]error, len(items))
-		cpu := markCPU(e.serverPid)
+		cpu := markCPU(e.serverPid, e.sshdPids())
 		began := time.Now()
 		var wg sync.WaitGroup
 		for i, it := range items {
@@ -63,7 +63,7 @@ func (e *env) fleetOpsFloor(ctx context.Context, inventoryPath string, items []p
 			}()
 		}
 		wg.Wait()
-		took[name] = floorRun{Took: time.Since(began), CPU: cpu.since(e.serverPid)}
+		took[name] = floorRun{Took: time.Since(began), CPU: cpu.since(e.serverPid, e.sshdPids())}
 		for i, err := range errs {
 			if err != nil {
 				return took, fmt.Errorf("floor %s: %s: %w", name, items[i].Target.IP, err)
@@ -127,7 +127,7 @@ func floorTableHead(b *strings.Builder, title string, sizes []int, cols string) 
 // the floor's: what of an op's cost is the engine's and the worker's.
 func fleetOpsCPUMarkdown(b *strings.Builder, r *fleetOpsResult) {
 	w := func(format string, args ...any) { fmt.Fprintf(b, format, args...) }
-	floorTableHead(b, "CPU seconds while each control op ran", r.sizes, " %d: drover, server / worker / rest | floor, its own / rest | drover/floor, all |")
+	floorTableHead(b, "CPU seconds while each control op ran", r.sizes, " %d: drover, server / worker / hosts / rest | floor, its own / hosts / rest | drover/floor, all |")
 	for _, op := range fleetOpsFloorOps {
 		w("| %s |", op)
 		for _, n := range r.sizes {
@@ -137,14 +137,14 @@ func fleetOpsCPUMarkdown(b *strings.Builder, r *fleetOpsResult) {
 				continue
 			}
 			c := z.CPU
-			w(" %.1f / %.1f / %.1f |", c.Server, c.Worker, c.Rest)
+			w(" %.1f / %.1f / %.1f / %.1f |", c.Server, c.Worker, c.Hosts, c.Rest-c.Hosts)
 			if f.Took == 0 {
 				w(" - | - |")
 				continue
 			}
-			w(" %.1f / %.1f | %.2f× |", f.CPU.Worker, f.CPU.Rest, c.total()/max(f.CPU.total(), 0.01))
+			w(" %.1f / %.1f / %.1f | %.2f× |", f.CPU.Worker, f.CPU.Hosts, f.CPU.Rest-f.CPU.Hosts, c.total()/max(f.CPU.total(), 0.01))
 		}
 		w("\n")
 	}
-	w("\nThe machine's CPU seconds while the op ran: the engine's server process, the bench's own process (drover's worker runs in it; for the floor, the floor itself) and the rest (the hosts' sshd and the commands they run, and the starter). On %d cores an op takes at least its CPU seconds over %d.\n\n", runtime.NumCPU(), runtime.NumCPU())
+	w("\nThe machine's CPU seconds while the op ran: the engine's server process, the bench's own process (drover's worker runs in it; for the floor, the floor itself), the hosts (the sshd hosts' processes with the commands they ran and reaped) and the rest (the kernel's loopback network work, time the hypervisor took, the starter). On %d cores an op takes at least its CPU seconds over %d.\n\n", runtime.NumCPU(), runtime.NumCPU())
 }
