@@ -166,9 +166,9 @@ func (e *env) controlRound(ctx context.Context, tool string, hosts []*testbed.Ho
 						return err
 					}
 				}
-				cpu := markCPU(e.serverPid, e.sshdPids())
+				cpu := markCPU(e.serverPid, e.bedHosts())
 				took, err = floor.run(ctx, o.op)
-				e.floorCPU[ctlKey(o.name, warm)] = append(e.floorCPU[ctlKey(o.name, warm)], cpu.since(e.serverPid, e.sshdPids()))
+				e.floorCPU[ctlKey(o.name, warm)] = append(e.floorCPU[ctlKey(o.name, warm)], cpu.since(e.serverPid, e.bedHosts()))
 			default:
 				if !warm && peerDir != "" {
 					stopMasters(peerDir)

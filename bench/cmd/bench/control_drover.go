@@ -74,12 +74,12 @@ func (e *env) droverControl(ctx context.Context, name, api, body string, want pr
 	time.Sleep(metricsLag)
 	before := e.worker.SSH.Stats()
 	snap := e.serverSnapshot()
-	cpu := markCPU(e.serverPid, e.sshdPids())
+	cpu := markCPU(e.serverPid, e.bedHosts())
 	a, err := e.starterAPI(ctx, api, body, e.cfg.TaskQueue, e.cfg.Inventory)
 	if err != nil {
 		return droverCtlRun{}, err
 	}
-	used := cpu.since(e.serverPid, e.sshdPids())
+	used := cpu.since(e.serverPid, e.bedHosts())
 	after := e.worker.SSH.Stats()
 	time.Sleep(ctlSettle)
 	r := droverCtlRun{Op: name, Hosts: len(hosts), Total: a.Took.Seconds(),

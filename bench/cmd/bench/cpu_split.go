@@ -4,6 +4,8 @@ import (
 	"os"
 	"strconv"
 	"strings"
+
+	"github.com/drover-sh/drover/internal/testbed"
 )
 
 // cpuSplit is the CPU seconds the machine spent while an op ran, split
@@ -28,10 +30,9 @@ type cpuMark struct {
 }
 
 // markCPU reads the machine's, the server's (pid 0: no server process is
-// counted apart), this process's and the sshd listeners' (hosts: their
-// pids) CPU seconds.
-func markCPU(serverPid int, hosts []int) cpuMark {
-	m := cpuMark{all: machineCPU(), self: cpuSeconds(), hosts: treeCPU(hosts)}
+// counted apart), this process's and the sshd hosts' CPU seconds.
+func markCPU(serverPid int, hosts []*testbed.Host) cpuMark {
+	m := cpuMark{all: machineCPU(), self: cpuSeconds(), hosts: hostsCPU(hosts)}
 	if serverPid > 0 {
 		m.server = procCPU(serverPid, false)
 	}
@@ -39,61 +40,12 @@ func markCPU(serverPid int, hosts []int) cpuMark {
 }
 
 // since is the split from m to now.
-func (m cpuMark) since(serverPid int, hosts []int) cpuSplit {
+func (m cpuMark) since(serverPid int, hosts []*testbed.Host) cpuSplit {
 	now := markCPU(serverPid, hosts)
 	s := cpuSplit{Server: now.server - m.server, Worker: now.self - m.self}
 	s.Rest = max(0, now.all-m.all-s.Server-s.Worker)
 	s.Hosts = min(s.Rest, max(0, now.hosts-m.hosts))
 	return s
-}
-
-// treeCPU is the CPU seconds of the live processes under roots, roots
-// included, each with the children it reaped: a session's commands end in
-// its sshd's count, and that sshd's in its listener's once it exits.
-func treeCPU(roots []int) float64 {
-	if len(roots) == 0 {
-		return 0
-	}
-	ents, err := os.ReadDir("/proc")
-	if err != nil {
-		return 0
-	}
-	parent := map[int]int{}
-	for _, ent := range ents {
-		pid, err := strconv.Atoi(ent.Name())
-		if err != nil {
-			continue
-		}
-		b, err := os.ReadFile("/proc/" + ent.Name() + "/stat")
-		if err != nil {
-			continue
-		}
-		s := string(b)
-		f := strings.Fields(s[strings.LastIndexByte(s, ')')+2:])
-		if len(f) > 1 {
-			parent[pid], _ = strconv.Atoi(f[1])
-		}
-	}
-	in := map[int]bool{}
-	for _, r := range roots {
-		in[r] = true
-	}
-	under := func(pid int) bool {
-		for hops := 0; pid > 1 && hops < 64; hops++ {
-			if in[pid] {
-				return true
-			}
-			pid = parent[pid]
-		}
-		return false
-	}
-	sum := 0.0
-	for pid := range parent {
-		if under(pid) {
-			sum += procCPU(pid, true)
-		}
-	}
-	return sum
 }
 
 // machineCPU is the CPU seconds every core has spent busy since boot.
@@ -127,16 +79,10 @@ func ctlKey(op string, warm bool) string {
 	return op + " cold"
 }
 
-// sshdPids are the test bed's sshd listeners.
-func (e *env) sshdPids() []int {
+// bedHosts are the test bed's sshd hosts, none without a bed.
+func (e *env) bedHosts() []*testbed.Host {
 	if e.bed == nil {
 		return nil
 	}
-	var pids []int
-	for _, h := range e.bed.Hosts {
-		if p := h.Pid(); p > 0 {
-			pids = append(pids, p)
-		}
-	}
-	return pids
+	return e.bed.Hosts
 }

@@ -345,11 +345,11 @@ func (e *env) fleetOpsStarter(ctx context.Context, inventory, op string, n int) 
 	cmd.Stdout, cmd.Stderr = &out, &errOut
 	time.Sleep(metricsLag)
 	snap := e.serverSnapshot()
-	cpu := markCPU(e.serverPid, e.sshdPids())
+	cpu := markCPU(e.serverPid, e.bedHosts())
 	began := time.Now()
 	runErr := cmd.Run()
 	run.Took = time.Since(began)
-	run.CPU = cpu.since(e.serverPid, e.sshdPids())
+	run.CPU = cpu.since(e.serverPid, e.bedHosts())
 	time.Sleep(metricsLag)
 	run.Engine = usedBetween(snap, e.serverSnapshot(), e.cfg.TemporalNamespace)
 	var rows []struct {

@@ -39,7 +39,7 @@ func (e *env) fleetOpsFloor(ctx context.Context, inventoryPath string, items []p
 	for _, name := range fleetOpsFloorOps {
 		op := map[string]proc.OpType{"start": proc.OpStart, "restart": proc.OpRestart, "stop": proc.OpStop}[name]
 		errs := make([]error, len(items))
-		cpu := markCPU(e.serverPid, e.sshdPids())
+		cpu := markCPU(e.serverPid, e.bedHosts())
 		began := time.Now()
 		var wg sync.WaitGroup
 		for i, it := range items {
@@ -63,7 +63,7 @@ func (e *env) fleetOpsFloor(ctx context.Context, inventoryPath string, items []p
 			}()
 		}
 		wg.Wait()
-		took[name] = floorRun{Took: time.Since(began), CPU: cpu.since(e.serverPid, e.sshdPids())}
+		took[name] = floorRun{Took: time.Since(began), CPU: cpu.since(e.serverPid, e.bedHosts())}
 		for i, err := range errs {
 			if err != nil {
 				return took, fmt.Errorf("floor %s: %s: %w", name, items[i].Target.IP, err)
