@@ -13,12 +13,12 @@ import (
 // Check checks a batch of hosts (OpCheck) as Status probes them: directly,
 // one activity for the batch, and without touching host workflows. The
 // accounts each host is checked for come from the specs memos its host
-// workflow publishes, read with one listing per batch.
+// workflow publishes, listed as Status lists them.
 func (d *Dispatcher) Check(ctx context.Context, in workflows.StatusInput) ([]workflows.HostReply, error) {
 	ctx, outlast := activities.OutlastLostHeartbeats(ctx)
 	defer outlast()
 	defer activities.KeepAlive(ctx)()
-	registries := newRegistryCache(ctx, d.Client, d.DataConverter, batchHosts(in.Items))
+	registries := newRegistryCache(ctx, d.Client, d.registryLister(), batchHosts(in.Items))
 	out, err := answerEach(ctx, in, func(it proc.Item) (proc.HostResult, error) {
 		return d.checkOne(ctx, registries, it.Target)
 	})

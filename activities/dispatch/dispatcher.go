@@ -39,6 +39,15 @@ type Dispatcher struct {
 
 	armsOnce sync.Once
 	arms     *armBatcher
+
+	listerOnce sync.Once
+	lister     *registryLister
+}
+
+// registryLister is the worker's one lister of registries.
+func (d *Dispatcher) registryLister() *registryLister {
+	d.listerOnce.Do(func() { d.lister = newRegistryLister(d.Client, d.DataConverter) })
+	return d.lister
 }
 
 // dispatchParallel bounds concurrent signal-with-start calls per activity.

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"sync"
 	"time"
 
@@ -12,7 +11,6 @@ import (
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
-	"go.temporal.io/sdk/converter"
 
 	"github.com/drover-sh/drover/internal/engine"
 	"github.com/drover-sh/drover/internal/hostloss"
@@ -22,11 +20,11 @@ import (
 )
 
 // registryCache reads the registries of one status batch: every listed
-// host workflow's from its specs memo, with one listing for the batch, and
+// host workflow's from its specs memo, listed with other batches' hosts, and
 // only a host the listing does not answer for by describe and query.
 type registryCache struct {
 	c      client.Client
-	dc     converter.DataConverter
+	lister *registryLister
 	listed map[proc.HostID][]workflows.Entry
 	// until ends the tries of the batch's registry reads on a busy server
 	// (policies.RegistryReadBudget).
@@ -56,11 +54,11 @@ type registryRead struct {
 // newRegistryCache lists the running host workflows of hosts with their
 // memos, tried again for half the read budget while the server is busy. A
 // listing that fails leaves every host to its own read.
-func newRegistryCache(ctx context.Context, c client.Client, dc converter.DataConverter, hosts []proc.HostID) *registryCache {
-	rc := &registryCache{c: c, dc: dc, m: map[proc.HostID]*registryRead{}, until: time.Now().Add(registryReadBudget)}
+func newRegistryCache(ctx context.Context, c client.Client, lister *registryLister, hosts []proc.HostID) *registryCache {
+	rc := &registryCache{c: c, lister: lister, m: map[proc.HostID]*registryRead{}, until: time.Now().Add(registryReadBudget)}
 	_ = engine.WhileBusy(ctx, registryReadBudget/2, func(ctx context.Context) error {
 		var err error
-		rc.listed, err = listRegistries(ctx, c, dc, hosts)
+		rc.listed, err = lister.registries(ctx, hosts)
 		return err
 	})
 	return rc
@@ -167,36 +165,10 @@ func (rc *registryCache) query(ctx context.Context, id string) ([]workflows.Entr
 // relist is host h's registry from a listing of it alone, when its memo
 // now answers for p (memoAnswers).
 func (rc *registryCache) relist(ctx context.Context, h proc.HostID, p proc.ProcessID) ([]workflows.Entry, bool) {
-	listed, err := listRegistries(ctx, rc.c, rc.dc, []proc.HostID{h})
+	listed, err := rc.lister.registries(ctx, []proc.HostID{h})
 	entries, ok := listed[h]
 	if err != nil || !memoAnswers(entries, ok, p) {
 		return nil, false
 	}
 	return entries, true
-}
-
-// registryListBatch is how many host workflows one listing names.
-const registryListBatch = 100
-
-// listRegistries reads the specs memo of the running host workflows of
-// hosts, registryListBatch ids a listing. A host missing from the answer
-// has no running workflow, or none with the memo yet.
-func listRegistries(ctx context.Context, c client.Client, dc converter.DataConverter, hosts []proc.HostID) (map[proc.HostID][]workflows.Entry, error) {
-	out := map[proc.HostID][]workflows.Entry{}
-	for start := 0; start < len(hosts); start += registryListBatch {
-		ids := make([]string, 0, registryListBatch)
-		for _, h := range hosts[start:min(start+registryListBatch, len(hosts))] {
-			ids = append(ids, "'"+workflows.HostWorkflowID(h)+"'")
-		}
-		q := fmt.Sprintf("%s AND WorkflowId IN (%s)", engine.RunningHosts(""), strings.Join(ids, ","))
-		err := engine.ScanRegistries(ctx, c, dc, q, len(ids), func(h proc.HostID, entries []workflows.Entry, ok bool) {
-			if ok {
-				out[h] = entries
-			}
-		})
-		if err != nil {
-			return out, err
-		}
-	}
-	return out, nil
 }

@@ -61,7 +61,7 @@ func TestRegistryReadListsAHostAgainWhenItsQueryTimesOut(t *testing.T) {
 	h := proc.HostID{IP: "10.0.0.1"}
 	p := proc.ProcessID{Namespace: "ns", Name: "svc"}
 	c := &betweenRuns{host: h, entries: []workflows.RegistryEntry{{Process: p, Spec: proc.Spec{ProcName: "svc"}}}}
-	rc := newRegistryCache(context.Background(), c, nil, []proc.HostID{h})
+	rc := newRegistryCache(context.Background(), c, newRegistryLister(c, nil), []proc.HostID{h})
 	entries, err := rc.get(context.Background(), h, p)
 	if err != nil || len(entries) != 1 || entries[0].Process != p || entries[0].Spec.ProcName != "svc" {
 		t.Fatalf("get = %+v, %v; want the registry from the second listing", entries, err)

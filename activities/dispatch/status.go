@@ -20,7 +20,8 @@ import (
 // Status probes a batch of items directly, without their host workflows: a
 // read needs no serialising, and one activity for many hosts keeps the
 // engine's cost per host small. Registered specs are read from the host
-// workflows' memos, with one listing per batch.
+// workflows' memos, listed with those of the other batches the worker
+// reads at the same time.
 func (d *Dispatcher) Status(ctx context.Context, in workflows.StatusInput) ([]workflows.HostReply, error) {
 	ctx, outlast := activities.OutlastLostHeartbeats(ctx)
 	defer outlast()
@@ -39,7 +40,7 @@ func (d *Dispatcher) Status(ctx context.Context, in workflows.StatusInput) ([]wo
 			}
 		}
 	}
-	registries := newRegistryCache(ctx, d.Client, d.DataConverter, hosts)
+	registries := newRegistryCache(ctx, d.Client, d.registryLister(), hosts)
 	out, err := answerEach(ctx, in, func(it proc.Item) (proc.HostResult, error) {
 		return d.statusOne(ctx, registries, in.TaskID, it)
 	})
