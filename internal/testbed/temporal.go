@@ -103,6 +103,13 @@ func (t *Temporal) start() error {
 		// A host op's activity then starts from its host workflow's task,
 		// skipping the task queue (drover's workers ask for it).
 		"--dynamic-config-value", "system.enableActivityEagerExecution=true",
+		// Drover's search attributes exist from the server's start; the
+		// dev server otherwise reads them from its database at every
+		// visibility write and every start request.
+		"--dynamic-config-value", "system.forceSearchAttributesCacheRefreshOnRead=false",
+		// One matching process: partitions only spread the pollers.
+		"--dynamic-config-value", "matching.numTaskqueueReadPartitions=1",
+		"--dynamic-config-value", "matching.numTaskqueueWritePartitions=1",
 	}
 	args = append(args, devServerFleetCaches...)
 	if t.opts.UIPort != 0 {

@@ -116,5 +116,5 @@ func devServerStore() string {
 	if sqlitePragmas() == nil {
 		sync = "synced at every transaction"
 	}
-	return "SQLite " + sync + ", " + where
+	return "SQLite " + sync + ", " + where + "; with docs/operating.md's flags: search attributes cached, one partition per task queue"
 }
