@@ -23,8 +23,9 @@ var deliverSlots = make(chan struct{}, policies.DeliverInFlight)
 // Deliver hands each item to its host's workflow by update and returns
 // every host's answer. A host's items go one after another, as its
 // workflow runs them; hosts go side by side. Answers reach the task as
-// they come, by AnswersSignal at most once per policies.DeliverReportEvery,
-// so its progress is per host, not per batch. It returns nothing unless
+// they come, through its outbox (one AnswersSignal for the task's batches
+// on this worker at most once per policies.DeliverReportEvery), so its
+// progress is per host, not per batch. It returns nothing unless
 // it has every answer: a batch given up (its context ended) is retried
 // whole, and an update sent again is answered from what its host kept,
 // never run twice.
@@ -38,8 +39,8 @@ func (d *Dispatcher) Deliver(ctx context.Context, in workflows.DeliverInput) ([]
 	ctx, _, release := activities.StopOnWorkerStop(ctx)
 	defer release()
 	out := make([]workflows.HostReply, len(in.Items))
-	rep := newReporter(d.Client, activity.GetInfo(ctx).WorkflowExecution)
-	defer rep.run(ctx)()
+	box := d.joinOutbox(activity.GetInfo(ctx).WorkflowExecution)
+	defer box.close(ctx)
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(policies.DeliverParallel)
 	// Batches of one host each.
@@ -51,7 +52,7 @@ func (d *Dispatcher) Deliver(ctx context.Context, in workflows.DeliverInput) ([]
 					return err
 				}
 				out[i] = workflows.HostReply{Index: in.Indexes[i], Result: res}
-				rep.add(out[i])
+				box.add(out[i])
 			}
 			return nil
 		})

@@ -12,6 +12,7 @@ import (
 
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
+	"go.temporal.io/sdk/workflow"
 
 	"github.com/drover-sh/drover/activities"
 	"github.com/drover-sh/drover/inventory"
@@ -42,6 +43,9 @@ type Dispatcher struct {
 
 	listerOnce sync.Once
 	lister     *registryLister
+
+	outboxMu sync.Mutex
+	outboxes map[workflow.Execution]*outbox
 }
 
 // registryLister is the worker's one lister of registries.

@@ -49,13 +49,19 @@ func (d *Dispatcher) Status(ctx context.Context, in workflows.StatusInput) ([]wo
 }
 
 // signalAll sends a read batch's answers to its task as well as returning
-// them (signalAnswers): the task is done with the batch whether or not its
-// completion reaches a loaded server. A batch that failed for some of its
-// hosts sends the answers of the others, which its retry need not give.
+// them, through the task's outbox: the task is done with the batch whether
+// or not its completion reaches a loaded server. A batch that failed for
+// some of its hosts sends the answers of the others, which its retry need
+// not give.
 func (d *Dispatcher) signalAll(ctx context.Context, out []workflows.HostReply) {
-	if len(out) > 0 && activity.IsActivity(ctx) {
-		signalAnswers(ctx, d.Client, activity.GetInfo(ctx).WorkflowExecution, out)
+	if len(out) == 0 || !activity.IsActivity(ctx) {
+		return
 	}
+	box := d.joinOutbox(activity.GetInfo(ctx).WorkflowExecution)
+	for _, r := range out {
+		box.add(r)
+	}
+	box.close(ctx)
 }
 
 // batchHosts is the hosts of items, each once, in the order they come.
