@@ -139,6 +139,24 @@ const BatchHeartbeatTimeout = 2 * time.Minute
 // batches of a start were given up while they worked.
 const HeartbeatThrottleMax = 20 * time.Second
 
+// StickyScheduleToStart is how long a workflow task waits for the worker
+// that last ran its workflow before any worker of its queue may take it
+// (the SDK's default is 5 s). A worker sharing its cores with thousands
+// of host ops takes longer than 5 s, and a task moved on then waited a
+// minute more: a worker with a fixed number of pollers polls only its own
+// queue while that last reported a backlog, until a poll comes back empty
+// (at 10,000 identities the last 38 hosts of a start and of a restart
+// answered 60 s after all others). A worker that stops hands its tasks
+// back at once; one that crashed holds a task it had not started this long.
+const StickyScheduleToStart = 30 * time.Second
+
+// WorkflowDeadlockTimeout is how long workflow code may run without
+// yielding before the SDK fails its task as deadlocked (the SDK's default
+// is 1 s). It is wall time: a chunk's task on a worker that shares two
+// cores with its hosts overran 1 s without any deadlock, and failing it
+// only ran it again.
+const WorkflowDeadlockTimeout = 5 * time.Second
+
 // StatusTaskDeadline bounds how long a status task of n items keeps
 // trying its batches: the time a request may take to reach its host
 // (DeliveryAllowance and DeliveryPerHundred, as for any task), then one

@@ -155,6 +155,8 @@ func StartWorker(cfg config.Config, logger *slog.Logger) (*Worker, error) {
 		// deadlines: cancelling one would kill its command on the host.
 		WorkerStopTimeout:            stopTimeout,
 		MaxHeartbeatThrottleInterval: policies.HeartbeatThrottleMax,
+		StickyScheduleToStartTimeout: policies.StickyScheduleToStart,
+		DeadlockDetectionTimeout:     policies.WorkflowDeadlockTimeout,
 	})
 	winrm := transport.NewWinRM(transport.WinRMOptions{})
 	// Hosts of transport "simulated" are answered in-process: benchmarks
@@ -179,6 +181,8 @@ func StartWorker(cfg config.Config, logger *slog.Logger) (*Worker, error) {
 		ActivityTaskPollerBehavior:         pollers(!cfg.PollerAutoscaling, 1, tasksPollers),
 		WorkerStopTimeout:                  stopTimeout,
 		MaxHeartbeatThrottleInterval:       policies.HeartbeatThrottleMax,
+		StickyScheduleToStartTimeout:       policies.StickyScheduleToStart,
+		DeadlockDetectionTimeout:           policies.WorkflowDeadlockTimeout,
 	})
 	dispatch.Register(tasks, acts, d)
 	// Watches are long-lived: on a queue of their own, with their own
