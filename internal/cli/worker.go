@@ -143,21 +143,13 @@ func StartWorker(cfg config.Config, logger *slog.Logger) (*Worker, error) {
 	if cfg.WorkflowCacheSize > 0 {
 		worker.SetStickyWorkflowCacheSize(cfg.WorkflowCacheSize)
 	}
-	w := worker.New(c, cfg.TaskQueue, worker.Options{
-		MaxConcurrentActivityExecutionSize: cfg.MaxConcurrentActivities,
-		// With autoscaling the configured pollers are a ceiling: an idle
-		// worker keeps the fewest (every long poll is a request to the
-		// server, and quiet supervision has a budget of 1 request/s per
-		// 1,000 hosts), and an op's burst of tasks scales them up.
-		WorkflowTaskPollerBehavior: pollers(!cfg.PollerAutoscaling, 2, cfg.WorkflowTaskPollers),
-		ActivityTaskPollerBehavior: pollers(!cfg.PollerAutoscaling, 1, cfg.ActivityTaskPollers),
-		// A deploy stops polling and lets running host ops end by their own
-		// deadlines: cancelling one would kill its command on the host.
-		WorkerStopTimeout:            stopTimeout,
-		MaxHeartbeatThrottleInterval: policies.HeartbeatThrottleMax,
-		StickyScheduleToStartTimeout: policies.StickyScheduleToStart,
-		DeadlockDetectionTimeout:     policies.WorkflowDeadlockTimeout,
-	})
+	// With autoscaling the configured pollers are a ceiling: an idle
+	// worker keeps the fewest (every long poll is a request to the
+	// server, and quiet supervision has a budget of 1 request/s per
+	// 1,000 hosts), and an op's burst of tasks scales them up.
+	w := worker.New(c, cfg.TaskQueue, opsWorkerOptions(cfg,
+		pollers(!cfg.PollerAutoscaling, 2, cfg.WorkflowTaskPollers),
+		pollers(!cfg.PollerAutoscaling, 1, cfg.ActivityTaskPollers)))
 	winrm := transport.NewWinRM(transport.WinRMOptions{})
 	// Hosts of transport "simulated" are answered in-process: benchmarks
 	// only (docs/benchmarks.md).
@@ -175,15 +167,9 @@ func StartWorker(cfg config.Config, logger *slog.Logger) (*Worker, error) {
 	// sticky queue, a chunk's task waited minutes, the answers signalled
 	// to it piling up in its state, while its batches' heartbeats and
 	// signals timed out.
-	tasks := worker.New(c, policies.TasksQueue(cfg.TaskQueue), worker.Options{
-		MaxConcurrentActivityExecutionSize: cfg.MaxConcurrentActivities,
-		WorkflowTaskPollerBehavior:         pollers(!cfg.PollerAutoscaling, 1, tasksPollers),
-		ActivityTaskPollerBehavior:         pollers(!cfg.PollerAutoscaling, 1, tasksPollers),
-		WorkerStopTimeout:                  stopTimeout,
-		MaxHeartbeatThrottleInterval:       policies.HeartbeatThrottleMax,
-		StickyScheduleToStartTimeout:       policies.StickyScheduleToStart,
-		DeadlockDetectionTimeout:           policies.WorkflowDeadlockTimeout,
-	})
+	tasks := worker.New(c, policies.TasksQueue(cfg.TaskQueue), opsWorkerOptions(cfg,
+		pollers(!cfg.PollerAutoscaling, 1, tasksPollers),
+		pollers(!cfg.PollerAutoscaling, 1, tasksPollers)))
 	dispatch.Register(tasks, acts, d)
 	// Watches are long-lived: on a queue of their own, with their own
 	// slots, they never hold the slots ops need.
@@ -236,6 +222,22 @@ func StartWorker(cfg config.Config, logger *slog.Logger) (*Worker, error) {
 	wk.stopWatch = stopWatch
 	live.Watch(watchCtx)
 	return wk, nil
+}
+
+// opsWorkerOptions are the options of the workers that run ops (the hosts'
+// and the tasks' queues), with their pollers.
+func opsWorkerOptions(cfg config.Config, workflowPollers, activityPollers worker.PollerBehavior) worker.Options {
+	return worker.Options{
+		MaxConcurrentActivityExecutionSize: cfg.MaxConcurrentActivities,
+		WorkflowTaskPollerBehavior:         workflowPollers,
+		ActivityTaskPollerBehavior:         activityPollers,
+		// A deploy stops polling and lets running host ops end by their own
+		// deadlines: cancelling one would kill its command on the host.
+		WorkerStopTimeout:            stopTimeout,
+		MaxHeartbeatThrottleInterval: policies.HeartbeatThrottleMax,
+		StickyScheduleToStartTimeout: policies.StickyScheduleToStart,
+		DeadlockDetectionTimeout:     policies.WorkflowDeadlockTimeout,
+	}
 }
 
 // tasksPollers bounds each poller kind of the tasks' queue: its tasks are
