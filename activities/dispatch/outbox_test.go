@@ -137,8 +137,11 @@ func TestOutboxCloseEndsAtItsDeadline(t *testing.T) {
 	b.add(answer(1))
 	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 	defer cancel()
+	deadline, _ := ctx.Deadline()
 	b.close(ctx)
-	if ctx.Err() == nil {
+	// By the clock: close ends by a context of its own with the same
+	// deadline, whose timer may fire before ctx's.
+	if time.Now().Before(deadline) {
 		t.Fatal("close returned before its deadline with its answer not taken")
 	}
 }
