@@ -279,7 +279,7 @@ const clusterMetrics = `  metrics:
 // ClusterDynamicConfig is the server's dynamic config: what
 // testbed.StartTemporal gives the dev server (eager activity execution;
 // the namespace and frontend rates drover's ops on many hosts need; no
-// version check), the dev server's own raised persistence and visibility
+// version check; 20 s long polls), the dev server's own raised persistence and visibility
 // rates, and, stated for the reader, the 1.29 defaults drover relies on
 // (eager workflow start, workflow updates, update-with-start). Left out:
 // the dev server's search-attribute cache refresh at every read (a test
@@ -307,6 +307,8 @@ frontend.enableUpdateWorkflowExecutionAsyncAccepted:
   - value: true
 frontend.enableExecuteMultiOperation:
   - value: true
+matching.longPollExpirationInterval:
+  - value: 20s
 `
 
 // errClusterExited is a server that exited before it was ready.

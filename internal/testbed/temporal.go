@@ -100,18 +100,10 @@ func (t *Temporal) start() error {
 		// Ops on many hosts need more than the dev server's default burst.
 		"--dynamic-config-value", "frontend.namespaceRPS=20000",
 		"--dynamic-config-value", "frontend.rps=20000",
-		// A host op's activity then starts from its host workflow's task,
-		// skipping the task queue (drover's workers ask for it).
-		"--dynamic-config-value", "system.enableActivityEagerExecution=true",
-		// Drover's search attributes exist from the server's start; the
-		// dev server otherwise reads them from its database at every
-		// visibility write and every start request.
-		"--dynamic-config-value", "system.forceSearchAttributesCacheRefreshOnRead=false",
-		// One matching process: partitions only spread the pollers.
-		"--dynamic-config-value", "matching.numTaskqueueReadPartitions=1",
-		"--dynamic-config-value", "matching.numTaskqueueWritePartitions=1",
 	}
-	args = append(args, devServerFleetCaches...)
+	for _, v := range DevServerFleetConfig {
+		args = append(args, "--dynamic-config-value", v)
+	}
 	if t.opts.UIPort != 0 {
 		args = append(args, "--ui-ip", "127.0.0.1", "--ui-port", strconv.Itoa(t.opts.UIPort))
 	} else {
@@ -127,6 +119,7 @@ func (t *Temporal) start() error {
 		args = append(args, "--search-attribute", name+"="+typ)
 	}
 	cmd := exec.Command(t.opts.Binary, args...)
+	cmd.Env = append(os.Environ(), "GOGC="+DevServerGOGC)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if t.opts.LogFile != "" {
 		f, err := os.OpenFile(t.opts.LogFile, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
@@ -232,13 +225,33 @@ func FreePort() (int, error) {
 	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
-// devServerFleetCaches are the dev server's flags that size its history
-// caches for a fleet, as docs/operating.md gives them to operators. It
-// lowers the server's mutable-state cache to 8,096 workflows (two entries
-// a host), so an op on 10,000 hosts reloaded every host's state from its
-// database; and it has one history shard, whose 512 KB events cache holds
-// the recent events of a few hundred workflows.
-var devServerFleetCaches = []string{
-	"--dynamic-config-value", "history.hostLevelCacheMaxSize=128000",
-	"--dynamic-config-value", "history.eventsCacheMaxSizeBytes=67108864",
+// DevServerFleetConfig is the dev server's dynamic config for a fleet, as
+// docs/operating.md gives it to operators (a test holds the two alike).
+var DevServerFleetConfig = []string{
+	// A host op's activity then starts from its host workflow's task,
+	// skipping the task queue (drover's workers ask for it).
+	"system.enableActivityEagerExecution=true",
+	// Drover's search attributes exist from the server's start; the dev
+	// server otherwise reads them from its database at every visibility
+	// write and every start request.
+	"system.forceSearchAttributesCacheRefreshOnRead=false",
+	// One matching process: partitions only spread the pollers.
+	"matching.numTaskqueueReadPartitions=1",
+	"matching.numTaskqueueWritePartitions=1",
+	// A poll answered after the SDK's 70 s deadline loses its task: the
+	// server has started it, and it waits out its heartbeat timeout.
+	// Empty polls end at 20 s, not 60, so a task handed to a poll late
+	// still has 50 s to reach the worker.
+	`matching.longPollExpirationInterval="20s"`,
+	// The dev server lowers the mutable-state cache to 8,096 workflows
+	// (two entries a host), so an op on 10,000 hosts reloaded every
+	// host's state from its database; and it has one history shard,
+	// whose 512 KB events cache holds the recent events of a few hundred
+	// workflows.
+	"history.hostLevelCacheMaxSize=128000",
+	"history.eventsCacheMaxSizeBytes=67108864",
 }
+
+// DevServerGOGC is the dev server's GOGC: its heap may grow to five
+// times what is live before it collects, not twice.
+const DevServerGOGC = "400"
