@@ -136,12 +136,7 @@ func (op *operation) runStatus(ctx workflow.Context) {
 	// connections behind the others', so an attempt may take as long as
 	// the task: a hung host is bounded by its own probe's deadline, a lost
 	// worker by the heartbeat timeout.
-	actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
-		StartToCloseTimeout:    limit,
-		ScheduleToCloseTimeout: limit,
-		HeartbeatTimeout:       policies.BatchHeartbeatTimeout,
-		RetryPolicy:            &temporal.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: 10 * time.Second},
-	})
+	actx := batchOptions(ctx, limit)
 	sel := workflow.NewSelector(ctx)
 	var b *batches
 	if closesOnAnswers(ctx) {

@@ -1,8 +1,31 @@
 package workflows
 
 import (
+	"time"
+
+	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
+
+	"github.com/drover-sh/drover/policies"
 )
+
+// batchOptions are a batch activity's options, with limit its time to
+// close. Its retries go on until limit: a batch the engine gave up is run
+// again, and its hosts answer for themselves. It is never started eagerly
+// in the reply to its workflow's task: a loaded server can send that reply
+// after the worker stopped waiting for it, and the activity, started on
+// the server but on no worker, then waits out its heartbeat timeout with
+// every host in it. From the task queue, a task no poll took is handed to
+// the next one.
+func batchOptions(ctx workflow.Context, limit time.Duration) workflow.Context {
+	return workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		StartToCloseTimeout:    limit,
+		ScheduleToCloseTimeout: limit,
+		HeartbeatTimeout:       policies.BatchHeartbeatTimeout,
+		RetryPolicy:            &temporal.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: 10 * time.Second},
+		DisableEagerExecution:  true,
+	})
+}
 
 // batches tracks the items of a task's batch activities and how many of
 // each batch's items still await an answer. A batch is done when its

@@ -1,9 +1,6 @@
 package workflows
 
 import (
-	"time"
-
-	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/drover-sh/drover/policies"
@@ -35,12 +32,7 @@ func (op *operation) runDelivered(ctx workflow.Context) {
 			in.Deadlines = append(in.Deadlines, deadlines[i])
 		}
 		limit := policies.DeliverLimit(issued, op.in.Op, in.Items, in.Deadlines)
-		actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
-			StartToCloseTimeout:    limit,
-			ScheduleToCloseTimeout: limit,
-			HeartbeatTimeout:       policies.BatchHeartbeatTimeout,
-			RetryPolicy:            &temporal.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: 10 * time.Second},
-		})
+		actx := batchOptions(ctx, limit)
 		batch := idx
 		pending++
 		n := -1

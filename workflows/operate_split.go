@@ -41,8 +41,9 @@ func (op *operation) runSplit(ctx workflow.Context) {
 		// identities a loaded server took its heartbeats late, timed out
 		// waits that worked, and their retries' backoff left the task idle
 		// for up to a minute after its last chunk closed.
-		HeartbeatTimeout: policies.BatchHeartbeatTimeout,
-		RetryPolicy:      &temporal.RetryPolicy{InitialInterval: time.Second, MaximumInterval: time.Minute, NonRetryableErrorTypes: []string{ErrChunkNotFound}},
+		HeartbeatTimeout:      policies.BatchHeartbeatTimeout,
+		RetryPolicy:           &temporal.RetryPolicy{InitialInterval: time.Second, MaximumInterval: time.Minute, NonRetryableErrorTypes: []string{ErrChunkNotFound}},
+		DisableEagerExecution: true, // as batchOptions says
 	})
 	cancels := workflow.GetSignalChannel(ctx, CancelSignal)
 	sel := workflow.NewSelector(ctx)
