@@ -116,5 +116,5 @@ func devServerStore() string {
 	if sqlitePragmas() == nil {
 		sync = "synced at every transaction"
 	}
-	return "SQLite " + sync + ", " + where + "; with docs/operating.md's flags: search attributes cached, one partition per task queue"
+	return "SQLite " + sync + ", " + where + "; with docs/operating.md's flags: search attributes cached, one partition per task queue, 20 s long polls, GOGC=" + testbed.DevServerGOGC
 }
