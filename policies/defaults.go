@@ -150,6 +150,11 @@ const HeartbeatThrottleMax = 20 * time.Second
 // back at once; one that crashed holds a task it had not started this long.
 const StickyScheduleToStart = 30 * time.Second
 
+// QueryBudget bounds a query whose caller set no deadline. The server
+// holds a query while its workflow has a task pending, and a task on the
+// sticky queue of a worker that died waits StickyScheduleToStart.
+const QueryBudget = StickyScheduleToStart + 30*time.Second
+
 // WorkflowDeadlockTimeout is how long workflow code may run without
 // yielding before the SDK fails its task as deadlocked (the SDK's default
 // is 1 s). It is wall time: a chunk's task on a worker that shares two

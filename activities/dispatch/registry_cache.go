@@ -156,7 +156,7 @@ func (rc *registryCache) query(ctx context.Context, id string) ([]workflows.Entr
 	qctx, cancel := context.WithTimeout(ctx, policies.RegistryQueryTimeout)
 	defer cancel()
 	var entries []workflows.Entry
-	if _, err := engine.QueryOpen(qctx, rc.c, id, workflows.RegistryQuery, &entries); err != nil {
+	if _, err := engine.QueryOpenOnce(qctx, rc.c, id, workflows.RegistryQuery, &entries); err != nil {
 		return nil, err
 	}
 	return entries, nil

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/drover-sh/drover/gseapi"
+	"github.com/drover-sh/drover/internal/engine"
 	"github.com/drover-sh/drover/internal/testbed"
 	"github.com/drover-sh/drover/proc"
 	"github.com/drover-sh/drover/workflows"
@@ -325,24 +326,11 @@ func TestRegistryOps(t *testing.T) {
 	wantCode(t, "register before restart", e.op(proc.OpSpecRegister, it), proc.CodeSuccess)
 	e.worker.Stop()
 	e.startWorker()
-	// A query right after the restart may go to the stopped worker's
-	// sticky queue and time out there, so it is asked again, as a caller
-	// would, until the new worker answers.
+	// A query right after the restart may wait on the stopped worker's
+	// sticky queue; the engine asks again until the new worker answers.
 	var entries []workflows.Entry
-	for began := time.Now(); ; {
-		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
-		v, err := e.client.QueryWorkflow(ctx, workflows.HostWorkflowID(proc.HostID{IP: h.IP}), "", workflows.RegistryQuery)
-		if err == nil {
-			err = v.Get(&entries)
-		}
-		cancel()
-		if err == nil {
-			break
-		}
-		if time.Since(began) > time.Minute {
-			t.Fatalf("registry query after worker restart: %v", err)
-		}
-		time.Sleep(time.Second)
+	if err := engine.Query(context.Background(), e.client, workflows.HostWorkflowID(proc.HostID{IP: h.IP}), workflows.RegistryQuery, &entries); err != nil {
+		t.Fatalf("registry query after worker restart: %v", err)
 	}
 	if len(entries) != 1 || entries[0].Spec.PidPath != spec.PidPath {
 		t.Fatalf("registry after worker restart: %+v", entries)

@@ -109,10 +109,8 @@ func (c pollClock) await(t *testing.T) {
 // entry is the host workflow's registry entry for p on the host of ip.
 func (e *env) entry(t *testing.T, ip string, p proc.ProcessID) workflows.Entry {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
 	var entries []workflows.Entry
-	if _, err := engine.QueryOpen(ctx, e.client, workflows.HostWorkflowID(proc.HostID{IP: ip}), workflows.RegistryQuery, &entries); err != nil {
+	if _, err := engine.QueryOpen(context.Background(), e.client, workflows.HostWorkflowID(proc.HostID{IP: ip}), workflows.RegistryQuery, &entries); err != nil {
 		t.Fatalf("registry of %s: %v", ip, err)
 	}
 	for _, en := range entries {
@@ -132,15 +130,9 @@ func (e *env) events(t *testing.T, h *testbed.Host) []workflows.Event {
 
 func (e *env) hostEvents(t *testing.T, id proc.HostID) []workflows.Event {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	v, err := e.client.QueryWorkflow(ctx, workflows.HostWorkflowID(id), "", workflows.EventsQuery)
-	if err != nil {
-		t.Fatalf("events query: %v", err)
-	}
 	var evs []workflows.Event
-	if err := v.Get(&evs); err != nil {
-		t.Fatal(err)
+	if err := engine.Query(context.Background(), e.client, workflows.HostWorkflowID(id), workflows.EventsQuery, &evs); err != nil {
+		t.Fatalf("events query: %v", err)
 	}
 	return evs
 }

@@ -164,29 +164,7 @@ func fetchOne(ctx context.Context, c client.Client, taskID string) (workflows.Op
 	}
 	var out workflows.OperateResult
 	if desc.WorkflowExecutionInfo.GetStatus() == enums.WORKFLOW_EXECUTION_STATUS_RUNNING {
-		v, err := c.QueryWorkflow(ctx, taskID, "", workflows.ProgressQuery)
-		if err != nil {
-			return out, err
-		}
-		return out, v.Get(&out)
+		return out, Query(ctx, c, taskID, workflows.ProgressQuery, &out)
 	}
 	return WaitOperate(ctx, c, taskID)
-}
-
-// QueryOpen runs a query on a running workflow and decodes its answer into
-// out. A workflow that does not exist or has closed answers found=false:
-// asking a closed one would wait for a replay on a queue nobody may poll.
-func QueryOpen(ctx context.Context, c client.Client, id, queryType string, out any, args ...any) (found bool, err error) {
-	resp, err := c.QueryWorkflowWithOptions(ctx, &client.QueryWorkflowWithOptionsRequest{
-		WorkflowID: id, QueryType: queryType, Args: args, QueryRejectCondition: enums.QUERY_REJECT_CONDITION_NOT_OPEN})
-	var nf *serviceerror.NotFound
-	switch {
-	case errors.As(err, &nf):
-		return false, nil
-	case err != nil:
-		return false, fmt.Errorf("%s: %w", id, err)
-	case resp.QueryRejected != nil:
-		return false, nil
-	}
-	return true, resp.QueryResult.Get(out)
 }

@@ -58,12 +58,8 @@ func (e *Engine) RolloutStatus(ctx context.Context, taskID string) (any, error) 
 	if _, err := e.describeRollout(ctx, taskID); err != nil {
 		return nil, err
 	}
-	v, err := e.Client.QueryWorkflow(ctx, taskID, "", workflows.RolloutStatusQuery)
-	if err != nil {
-		return nil, err
-	}
 	var st workflows.RolloutStatus
-	return st, v.Get(&st)
+	return st, Query(ctx, e.Client, taskID, workflows.RolloutStatusQuery, &st)
 }
 
 func (e *Engine) rolloutRunning(ctx context.Context, taskID string) error {
