@@ -361,7 +361,9 @@ func (r *opRun) stopKnown(verb string, restart bool) (out HostOpOutput, ran, res
 	}
 	x := controlExec{verb: verb, cmd: cmd, anyExit: true, guard: incarnationGuard(r.in.Pid, r.in.StartTicks)}
 	if restart {
-		x.then, x.thenWait = commandFor(r.plat, "start", r.spec), r.spec.StartCheck
+		// The exec looks for the stopped process within stop_check before
+		// it starts; a stop's check after that has no wait left.
+		x.wait, x.then, x.thenWait = r.spec.StopCheck, commandFor(r.plat, "start", r.spec), r.spec.StartCheck
 	}
 	o := r.execControl(x)
 	switch {
@@ -372,7 +374,7 @@ func (r *opRun) stopKnown(verb string, restart bool) (out HostOpOutput, ran, res
 		return r.startChecked("restart", o.f, o.post), true, true
 	}
 	before := probeResult{alive: true, sample: proc.Sample{Pid: r.in.Pid, StartTicks: r.in.StartTicks}}
-	return r.endedByCommand(verb, o.f, o.post, before), true, false
+	return r.endedByCommand(verb, o.f, o.post, before, r.spec.StopCheck-x.wait), true, false
 }
 
 // toEnd probes the process an op that ends it (stop, kill) is to end. out

@@ -252,16 +252,17 @@ func (r *opRun) nextCheck(first **checked) (probeResult, *proc.HostResult) {
 // stays a failure: nothing is known of the outcome then.
 func (r *opRun) endByCommand(verb, cmd string, before probeResult) HostOpOutput {
 	f, first := r.controlThenCheck(verb, cmd, 0, true)
-	return r.endedByCommand(verb, f, first, before)
+	return r.endedByCommand(verb, f, first, before, r.spec.StopCheck)
 }
 
 // endedByCommand judges an ending command that ran: f is its failure,
-// first the check its exec made, if any.
-func (r *opRun) endedByCommand(verb string, f *proc.HostResult, first *checked, before probeResult) HostOpOutput {
+// first the check its exec made, if any, and wait what is left of
+// stop_check for the process to go.
+func (r *opRun) endedByCommand(verb string, f *proc.HostResult, first *checked, before probeResult, wait time.Duration) HostOpOutput {
 	if f != nil && f.Code != proc.CodeCommandFailed {
 		return failed(*f)
 	}
-	out := r.waitGone(verb, before, r.spec.StopCheck, first)
+	out := r.waitGone(verb, before, wait, first)
 	if f == nil {
 		return out
 	}

@@ -143,13 +143,14 @@ func TestControlAndItsCheckShareOneExec(t *testing.T) {
 		t.Fatalf("restart: want the stop, the start and its check in one exec: %q", outs)
 	}
 	// A stop that leaves it running ends the restart in the stop's
-	// check: nothing is started.
+	// check: nothing is started, and the exec, which looked for the
+	// process throughout stop_check, was that check.
 	known = out
 	stubborn := spec
 	stubborn.StopCmd, stubborn.StopCheck = "true", 100*time.Millisecond
 	out = run(proc.OpRestart, stubborn)
 	checkMessage(t, "restart whose stop leaves it running", out.Result, proc.CodePostCheck, "still alive", fmt.Sprintf("pid %d", known.Pid))
-	if outs := execs("restart whose stop leaves it running", 2); !strings.HasPrefix(outs[0], aloneMarker+"\n") || strings.Contains(outs[0], thenMarker) {
+	if outs := execs("restart whose stop leaves it running", 1); !strings.HasPrefix(outs[0], aloneMarker+"\n") || strings.Contains(outs[0], thenMarker) {
 		t.Fatalf("restart whose stop leaves it running: want the stop's exec alone: %q", outs)
 	}
 	// A start that fails after the stop answers the start's failure.
@@ -224,5 +225,51 @@ func TestRestartLooksForItsStopsEndEachTenth(t *testing.T) {
 				t.Fatalf("looked %d times within stop_check %s (the script's sleeps: %q)", looks, c.check, logged)
 			}
 		})
+	}
+}
+
+// TestKnownRestartWaitsForItsStopInOneExec: a restart of the incarnation
+// its host last saw, whose process takes a moment to go after its stop
+// signal, still stops and starts in one exec: the op gives the exec the
+// spec's stop_check to look for the process in.
+func TestKnownRestartWaitsForItsStopInOneExec(t *testing.T) {
+	me, err := user.Current()
+	must(t, err)
+	dir := t.TempDir()
+	pidFile := filepath.Join(dir, "slow.pid")
+	// A shell named as the spec's process, which ends 0.3 s after TERM,
+	// as a process flushing its state would.
+	shBin, err := exec.LookPath("sh")
+	must(t, err)
+	b, err := os.ReadFile(shBin)
+	must(t, err)
+	must(t, os.WriteFile(filepath.Join(dir, "slow"), b, 0o755))
+	slow := "./slow -c \"trap 'sleep 0.3; exit 0' TERM; while :; do sleep 1 & wait \\$!; done\" </dev/null >/dev/null 2>&1 & echo $! > slow.pid"
+	t.Cleanup(func() { _ = exec.Command("sh", "-c", "kill -9 $(cat '"+pidFile+"') 2>/dev/null").Run() })
+	inv, err := inventory.New("", inventory.Host{}, nil, []inventory.Host{{IP: "10.0.0.1"}})
+	must(t, err)
+	runner := &recordingRunner{Runner: localRunner{}}
+	a := &Activities{Inventory: inv, Runner: runner}
+	spec := proc.Spec{ProcName: "slow", SetupPath: dir, PidPath: pidFile, Account: me.Username, AutoType: proc.AutoResident,
+		StartCmd: slow, StopCmd: "kill $(cat slow.pid)",
+		StartCheck: 100 * time.Millisecond, StopCheck: 10 * time.Second, OpTimeout: 30 * time.Second}
+	run := func(op proc.OpType, known HostOpOutput) HostOpOutput {
+		t.Helper()
+		out, err := a.HostOp(context.Background(), HostOpInput{Op: op, Target: proc.Target{IP: "10.0.0.1"},
+			Process: proc.ProcessID{Namespace: "gse", Name: "slow"}, Spec: spec, Pid: known.Pid, StartTicks: known.StartTicks})
+		must(t, err)
+		return out
+	}
+	known := run(proc.OpStart, HostOpOutput{})
+	checkMessage(t, "start", known.Result, proc.CodeSuccess)
+	runner.take()
+
+	out := run(proc.OpRestart, known)
+	checkMessage(t, "restart", out.Result, proc.CodeSuccess)
+	if !out.Alive || out.Pid == 0 || out.Pid == known.Pid {
+		t.Fatalf("restart: want a new live incarnation after pid %d, got %+v", known.Pid, out)
+	}
+	if outs := runner.take(); len(outs) != 1 || !strings.HasPrefix(outs[0], thenMarker+"\n") {
+		t.Fatalf("restart: want the stop, its wait and the start in one exec, got %d: %q", len(outs), outs)
 	}
 }
