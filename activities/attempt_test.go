@@ -29,9 +29,7 @@ func (waitsForSession) Run(ctx context.Context, h inventory.Host, _ transport.Co
 // nothing (an error has the attempt retried); one ended by its deadline,
 // or by its task's cancel, answers what it saw, as the workflow expects.
 func TestHostOpLostAttemptIsRetriedNotAnswered(t *testing.T) {
-	inv, err := inventory.New("", inventory.Host{}, nil, []inventory.Host{{IP: "10.0.0.1"}})
-	must(t, err)
-	acts := &Activities{Inventory: inv, Runner: waitsForSession{}}
+	acts := oneHost(t, waitsForSession{})
 	in := HostOpInput{RequestID: "t#0", Op: proc.OpStart, Target: proc.Target{IP: "10.0.0.1"},
 		Process: proc.ProcessID{Namespace: "n", Name: "svc"},
 		Spec:    proc.Spec{ProcName: "svc", SetupPath: "/data/svc", PidPath: "/data/svc/svc.pid", StartCmd: "true"}}

@@ -24,9 +24,7 @@ func TestProbeAfterACancelEndsWhatFailedAttemptsLeft(t *testing.T) {
 	me, err := user.Current()
 	must(t, err)
 	dir := t.TempDir()
-	inv, err := inventory.New("", inventory.Host{}, nil, []inventory.Host{{IP: "10.0.0.1"}})
-	must(t, err)
-	a := &Activities{Inventory: inv, Runner: localRunner{}}
+	a := oneHost(t, localRunner{})
 	spec := proc.Spec{ProcName: "svcprog", SetupPath: dir, PidPath: dir + "/svcprog.pid", Account: me.Username,
 		AutoType: proc.AutoResident, OpTimeout: 30 * time.Second}
 	request := fmt.Sprintf("T%d#0", time.Now().UnixNano())

@@ -62,12 +62,8 @@ func TestControlAndItsCheckShareOneExec(t *testing.T) {
 	must(t, os.WriteFile(filepath.Join(dir, "svcprog"), b, 0o755))
 	pidFile := filepath.Join(dir, "svcprog.pid")
 	t.Cleanup(func() { _ = exec.Command("sh", "-c", "kill $(cat '"+pidFile+"') 2>/dev/null").Run() })
-	inv, err := inventory.New("", inventory.Host{}, nil, []inventory.Host{{IP: "10.0.0.1"}})
-	if err != nil {
-		t.Fatal(err)
-	}
 	runner := &recordingRunner{Runner: localRunner{}}
-	a := &Activities{Inventory: inv, Runner: runner}
+	a := oneHost(t, runner)
 	spec := proc.Spec{ProcName: "svcprog", SetupPath: dir, PidPath: pidFile, Account: me.Username, AutoType: proc.AutoResident,
 		// The command prints the marker itself: only the script's own
 		// separates the command's output from the check's.
@@ -246,10 +242,8 @@ func TestKnownRestartWaitsForItsStopInOneExec(t *testing.T) {
 	must(t, os.WriteFile(filepath.Join(dir, "slow"), b, 0o755))
 	slow := "./slow -c \"trap 'sleep 0.3; exit 0' TERM; while :; do sleep 1 & wait \\$!; done\" </dev/null >/dev/null 2>&1 & echo $! > slow.pid"
 	t.Cleanup(func() { _ = exec.Command("sh", "-c", "kill -9 $(cat '"+pidFile+"') 2>/dev/null").Run() })
-	inv, err := inventory.New("", inventory.Host{}, nil, []inventory.Host{{IP: "10.0.0.1"}})
-	must(t, err)
 	runner := &recordingRunner{Runner: localRunner{}}
-	a := &Activities{Inventory: inv, Runner: runner}
+	a := oneHost(t, runner)
 	spec := proc.Spec{ProcName: "slow", SetupPath: dir, PidPath: pidFile, Account: me.Username, AutoType: proc.AutoResident,
 		StartCmd: slow, StopCmd: "kill $(cat slow.pid)",
 		StartCheck: 100 * time.Millisecond, StopCheck: 10 * time.Second, OpTimeout: 30 * time.Second}

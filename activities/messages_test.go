@@ -77,10 +77,6 @@ func TestEveryScriptMessageIsOneLineWithRealValues(t *testing.T) {
 	file := filepath.Join(dir, "a-file")
 	must(t, os.WriteFile(file, []byte("x"), 0o644))
 	missing := filepath.Join(dir, "gse")
-	inv, err := inventory.New("", inventory.Host{}, nil, []inventory.Host{{IP: "10.0.0.1"}})
-	if err != nil {
-		t.Fatal(err)
-	}
 	target := proc.Target{IP: "10.0.0.1"}
 	spec := func(setup string, edit func(*proc.Spec)) proc.Spec {
 		s := proc.Spec{ProcName: "svc", SetupPath: setup, PidPath: filepath.Join(dir, "svc.pid"), Account: me.Username,
@@ -135,7 +131,8 @@ func TestEveryScriptMessageIsOneLineWithRealValues(t *testing.T) {
 		{"probe prints garbage", proc.OpStatus, spec(dir, nil), localRunner{reply: &transport.Result{Stdout: []byte("garbage\n%s\n")}},
 			proc.CodeInternal, []string{"no host line"}},
 	} {
-		a := &Activities{Inventory: inv, Runner: c.runner, Sleep: func(context.Context, time.Duration) error { return nil }}
+		a := oneHost(t, c.runner)
+		a.Sleep = func(context.Context, time.Duration) error { return nil }
 		out, err := a.HostOp(context.Background(), HostOpInput{Op: c.op, Target: target, Process: proc.ProcessID{Namespace: "gse", Name: "svc"}, Spec: c.spec})
 		if err != nil {
 			t.Fatalf("%s: %v", c.name, err)

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/drover-sh/drover/inventory"
 	"github.com/drover-sh/drover/proc"
 	"github.com/drover-sh/drover/transport"
 )
@@ -242,4 +243,12 @@ func must(t *testing.T, err error) {
 	if err != nil {
 		t.Fatal(err)
 	}
+}
+
+// oneHost is Activities over r for an inventory of one host, 10.0.0.1.
+func oneHost(t *testing.T, r transport.Runner) *Activities {
+	t.Helper()
+	inv, err := inventory.New("", inventory.Host{}, nil, []inventory.Host{{IP: "10.0.0.1"}})
+	must(t, err)
+	return &Activities{Inventory: inv, Runner: r}
 }

@@ -70,9 +70,7 @@ func TestRetriedStopAfterALostWorkerSucceeds(t *testing.T) {
 		cmd := ": stop-marker; kill " + strconv.Itoa(p.Process.Pid)
 		spec := proc.Spec{ProcName: "svcprog", SetupPath: dir, PidPath: pidFile, Account: me.Username,
 			AutoType: proc.AutoResident, StopCmd: cmd, KillCmd: cmd, StopCheck: time.Second}
-		inv, err := inventory.New("", inventory.Host{}, nil, []inventory.Host{{IP: "10.0.0.1"}})
-		must(t, err)
-		acts := &Activities{Inventory: inv, Runner: &losesWorkerAfterStop{}}
+		acts := oneHost(t, &losesWorkerAfterStop{})
 
 		var s testsuite.WorkflowTestSuite
 		s.SetLogger(log.NewStructuredLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))

@@ -11,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/drover-sh/drover/inventory"
 	"github.com/drover-sh/drover/proc"
 )
 
@@ -44,9 +43,7 @@ func TestStatusOfAProvenProcessForksLess(t *testing.T) {
 		return strings.Join(strings.Fields(string(b)), " ")
 	}
 	path := "PATH=" + bin + ":" + os.Getenv("PATH")
-	inv, err := inventory.New("", inventory.Host{}, nil, []inventory.Host{{IP: "10.0.0.1"}})
-	must(t, err)
-	a := &Activities{Inventory: inv, Runner: localRunner{env: []string{path, "USER=" + me.Username}}}
+	a := oneHost(t, localRunner{env: []string{path, "USER=" + me.Username}})
 	spec := proc.Spec{ProcName: "svcstat", SetupPath: dir, PidPath: pidFile, Account: me.Username, OpTimeout: 30 * time.Second}
 	status := func(what string, pid int) {
 		t.Helper()
